@@ -1,0 +1,175 @@
+"""Config composition: one verl base plus per-policy deltas, validated before any worker starts.
+
+The main config (`configs/cpmobius.yaml`) composes verl 0.9.1's own ``ppo_trainer`` tree from the
+installed wheel (``pkg://verl.trainer.config``), overrides verl's unsafe defaults, and holds one
+delta per policy (``coach.verl``, ``player.verl``) shaped like ``actor_rollout_ref``. Each policy's
+full verl config is the base with its delta merged over ``actor_rollout_ref`` (`policy_config`),
+because verl's actor/rollout nodes interpolate absolute paths (``actor_rollout_ref.rollout.n``): a
+grafted second copy of them would silently read the other policy's values.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from cpmobius.verl_ext.naming import POLICY_NAME_KEY, validate_policy_name
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_NAME = "cpmobius"
+POLICY_NAMES = ("coach", "player")
+EXTERNAL_MODULE = "cpmobius.verl_ext"
+
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message names the key."""
+
+
+def compose_config(overrides: Optional[list[str]] = None, config_name: str = CONFIG_NAME) -> DictConfig:
+    """Compose the main config with Hydra's compose API (tests, notebooks, the driver's checks).
+
+    Args:
+        overrides: Hydra overrides, e.g. ``["backend=cpu", "player.verl.actor.optim.lr=1e-5"]``.
+        config_name: primary config in `CONFIG_DIR`.
+
+    Raises:
+        hydra.errors.ConfigCompositionException: for an unknown group option or key.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return compose(config_name=config_name, overrides=list(overrides or []))
+
+
+def policy_config(cfg: DictConfig, name: str) -> DictConfig:
+    """The full, resolved verl config of one policy: base with ``cfg[name].verl`` over ``actor_rollout_ref``.
+
+    Args:
+        cfg: the composed main config.
+        name: "coach" or "player" (any key of ``cfg`` that has a ``verl`` delta).
+
+    Returns:
+        A resolved DictConfig shaped like verl's ``ppo_trainer`` (what `LLMServerManager`, the agent
+        loop and the workers read), with ``actor_rollout_ref.rollout.custom.policy_name = name`` so
+        its rollout servers get their own names.
+
+    Raises:
+        ConfigError: when ``cfg`` has no ``{name}.verl`` delta.
+    """
+    validate_policy_name(name)
+    if name not in cfg or "verl" not in cfg[name]:
+        raise ConfigError(f"{name}.verl: missing; every policy needs a delta over actor_rollout_ref")
+    full = copy.deepcopy(cfg)
+    OmegaConf.set_struct(full, False)
+    full.actor_rollout_ref = OmegaConf.merge(full.actor_rollout_ref, cfg[name].verl)
+    custom = dict(full.actor_rollout_ref.rollout.get("custom", None) or {})
+    custom[POLICY_NAME_KEY] = name
+    full.actor_rollout_ref.rollout.custom = custom
+    full.trainer.experiment_name = f"{cfg.trainer.experiment_name}/{name}"
+    OmegaConf.resolve(full)
+    for other in POLICY_NAMES:
+        full.pop(other, None)
+    return full
+
+
+def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
+    """Build verl's dataclasses for the policy's actor, reference and rollout (their checks run).
+
+    Also checks what verl only checks inside a worker: micro-batch sizes when dynamic batch size
+    is off, and that the rollout's parallel sizes divide the policy's device count.
+
+    Raises:
+        ConfigError: naming the key and, through the chained cause, verl's own message.
+    """
+    from verl.utils.config import omega_conf_to_dataclass
+
+    prefix = f"{name}.verl" if name else "actor_rollout_ref"
+    arr = pcfg.actor_rollout_ref
+    for part in ("actor", "rollout"):
+        try:
+            omega_conf_to_dataclass(arr[part])
+        except Exception as error:  # verl raises ValueError/AssertionError/TypeError
+            raise ConfigError(f"{prefix}.{part}: {error}") from error
+    if not arr.actor.use_dynamic_bsz:
+        for key, value in (
+            ("actor.ppo_micro_batch_size_per_gpu", arr.actor.ppo_micro_batch_size_per_gpu),
+            ("rollout.log_prob_micro_batch_size_per_gpu", arr.rollout.log_prob_micro_batch_size_per_gpu),
+            ("ref.log_prob_micro_batch_size_per_gpu", arr.ref.log_prob_micro_batch_size_per_gpu),
+        ):
+            if value is None or int(value) < 1:
+                raise ConfigError(f"{prefix}.{key}: must be a positive integer when use_dynamic_bsz is false")
+    devices = int(pcfg.trainer.n_gpus_per_node) * int(pcfg.trainer.nnodes)
+    rollout_world = (
+        int(arr.rollout.tensor_model_parallel_size)
+        * int(arr.rollout.data_parallel_size)
+        * int(arr.rollout.pipeline_model_parallel_size)
+    )
+    if devices % rollout_world:
+        raise ConfigError(
+            f"{prefix}.rollout.tensor_model_parallel_size: the rollout world size {rollout_world} must divide "
+            f"trainer.n_gpus_per_node * trainer.nnodes = {devices}"
+        )
+    if arr.rollout.name == "hf" and rollout_world != 1:
+        raise ConfigError(f"{prefix}.rollout.tensor_model_parallel_size: rollout.name=hf needs parallel sizes of 1")
+
+
+def build_policy_configs(cfg: DictConfig) -> dict[str, DictConfig]:
+    """`policy_config` for the Coach and the Player, each validated (`validate_policy_config`)."""
+    configs = {name: policy_config(cfg, name) for name in POLICY_NAMES}
+    for name, pcfg in configs.items():
+        validate_policy_config(pcfg, name)
+    return configs
+
+
+def worker_env_vars(cfg: DictConfig) -> dict[str, str]:
+    """Environment every Ray worker needs: our verl extensions, the platform, quiet tokenizers."""
+    env = {
+        "VERL_USE_EXTERNAL_MODULES": EXTERNAL_MODULE,
+        "TOKENIZERS_PARALLELISM": "false",
+        "NCCL_DEBUG": "WARN",
+        "VLLM_LOGGING_LEVEL": "WARN",
+    }
+    platform = cfg.backend.platform
+    if platform:
+        env["VERL_PLATFORM"] = str(platform)
+    return env
+
+
+def ray_init_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    """Arguments for `ray.init`, verl's runtime env plus ours (as verl's ``main_ppo.run_ppo`` does)."""
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    runtime_env = get_ppo_ray_runtime_env()
+    env_vars = dict(runtime_env.get("env_vars", {}))
+    env_vars.update(worker_env_vars(cfg))
+    runtime_env["env_vars"] = env_vars
+    kwargs: dict[str, Any] = {"runtime_env": runtime_env, "include_dashboard": False}
+    if cfg.backend.get("ray_num_cpus") is not None:
+        kwargs["num_cpus"] = int(cfg.backend.ray_num_cpus)
+    if cfg.backend.get("ray_num_gpus") is not None:
+        kwargs["num_gpus"] = int(cfg.backend.ray_num_gpus)
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        kwargs["address"] = address
+    return kwargs
+
+
+def apply_env_to_driver(cfg: DictConfig) -> None:
+    """Set `worker_env_vars` in the driver process too, before verl picks its platform."""
+    for key, value in worker_env_vars(cfg).items():
+        os.environ.setdefault(key, value)
+
+
+def with_keys(cfg: DictConfig, **values: Any) -> DictConfig:
+    """A copy of ``cfg`` with dotted keys set (``with_keys(cfg, **{"trainer.nnodes": 2})``)."""
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        for key, value in values.items():
+            OmegaConf.update(out, key, value, merge=True)
+    return out

@@ -1,0 +1,340 @@
+"""One policy (Coach or Player) on verl 0.9.1: generate, log-probs, update, save/load, (de)activate.
+
+Everything engine-side in this project goes through `Policy`; the loop outside it sees token
+tensors in verl's padded `DataProto` layout and plain metrics dicts. Per policy:
+
+- a worker group of `PolicyWorker` (verl's `ActorRolloutRefWorker`: FSDP actor, frozen reference
+  for the KL loss, rollout adapter) on the resource pool both policies share;
+- its rollout replicas through verl's `LLMServerManager` (HF or vLLM by ``rollout.name``), whose
+  server actors carry the policy's name (`cpmobius.verl_ext.naming`);
+- verl's `CheckpointEngineManager` for weight sync and sleep/wake;
+- verl's `AgentLoopManager` with no reward workers (rewards are computed by the loop).
+
+`EngineGuard` keeps at most one policy's rollout engine awake: activating one puts the other to
+sleep first (verl's hybrid sleep discards weights, so activation always re-syncs them).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import ray
+import torch
+from omegaconf import DictConfig
+
+logger = logging.getLogger(__name__)
+
+Messages = list[dict[str, str]]
+
+
+@dataclass
+class EngineGuard:
+    """At most one policy's rollout engine awake at a time, and a count of switches.
+
+    Attributes:
+        awake: the policy whose engine is awake, or None.
+        switches: how many times an engine was woken (weight syncs into a rollout engine).
+    """
+
+    awake: Optional["Policy"] = None
+    switches: int = 0
+    history: list[str] = field(default_factory=list)
+
+    def before_wake(self, policy: "Policy") -> None:
+        if self.awake is not None and self.awake is not policy:
+            self.awake.deactivate()
+        self.switches += 1
+        self.history.append(policy.name)
+
+    def after_wake(self, policy: "Policy") -> None:
+        self.awake = policy
+
+    def after_sleep(self, policy: "Policy") -> None:
+        if self.awake is policy:
+            self.awake = None
+
+
+def make_resource_pool(cfg: DictConfig) -> Any:
+    """The Ray resource pool both policies share: ``n_gpus_per_node`` devices on each of ``nnodes``.
+
+    ``max_colocate_count=3`` lets the two policies' worker groups (and verl's helpers) share each
+    device in Ray's books; they never run at the same time.
+    """
+    from verl.single_controller.ray import RayResourcePool
+
+    return RayResourcePool(
+        process_on_nodes=[int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes),
+        use_gpu=True,
+        max_colocate_count=3,
+        name_prefix="cpmobius_",
+    )
+
+
+def _object_array(items: Sequence[Any]) -> np.ndarray:
+    # np.array(list_of_message_lists, dtype=object) silently builds a 2-D array; assign one by one.
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
+
+
+class Policy:
+    """One trained policy on verl.
+
+    Args:
+        name: "coach" or "player"; prefixes its Ray actors and metrics.
+        config: the policy's full verl config (`cpmobius.config.policy_config`).
+        resource_pool: the shared `RayResourcePool` (`make_resource_pool`).
+        guard: the `EngineGuard` shared by all policies of the run.
+    """
+
+    def __init__(self, name: str, config: DictConfig, resource_pool: Any, guard: EngineGuard) -> None:
+        self.name = name
+        self.config = config
+        self.resource_pool = resource_pool
+        self.guard = guard
+        self.global_steps = 0
+        self.worker_group = None
+        self.server_manager = None
+        self.checkpoint_manager = None
+        self.agent_loop = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def uses_reference(self) -> bool:
+        return bool(self.config.actor_rollout_ref.actor.use_kl_loss)
+
+    def start(self) -> "Policy":
+        """Start the worker group, build the models, launch the rollout servers, then sleep them."""
+        from verl.checkpoint_engine import CheckpointEngineManager
+        from verl.experimental.agent_loop import AgentLoopManager
+        from verl.single_controller.ray import RayClassWithInitArgs, RayWorkerGroup
+        from verl.utils.config import omega_conf_to_dataclass
+        from verl.utils.device import get_device_name
+        from verl.workers.rollout.llm_server import LLMServerManager
+
+        from cpmobius.verl_ext.worker import PolicyWorker
+
+        role = "actor_rollout_ref" if self.uses_reference else "actor_rollout"
+        worker_cls = RayClassWithInitArgs(cls=ray.remote(PolicyWorker), config=self.config.actor_rollout_ref, role=role)
+        self.worker_group = RayWorkerGroup(
+            resource_pool=self.resource_pool,
+            ray_cls_with_init=worker_cls,
+            name_prefix=f"{self.name}_",
+            device_name=get_device_name(),
+        )
+        self.worker_group.init_model()
+        self.server_manager = LLMServerManager.create(config=self.config, worker_group=self.worker_group)
+        self.checkpoint_manager = CheckpointEngineManager(
+            config=omega_conf_to_dataclass(self.config.actor_rollout_ref.rollout.checkpoint_engine),
+            actor_wg=self.worker_group,
+            replicas=self.server_manager.get_replicas(),
+        )
+        self.agent_loop = AgentLoopManager.create(
+            config=self.config,
+            llm_client=self.server_manager.get_client(),
+            reward_loop_worker_handles=None,
+        )
+        self.checkpoint_manager.sleep_replicas()
+        return self
+
+    @property
+    def is_active(self) -> bool:
+        return self.guard.awake is self
+
+    def activate(self) -> None:
+        """Wake this policy's rollout engine with the trainer's current weights (others go to sleep)."""
+        if self.is_active:
+            return
+        self.guard.before_wake(self)
+        self.checkpoint_manager.update_weights(global_steps=self.global_steps)
+        self.guard.after_wake(self)
+
+    def deactivate(self) -> None:
+        """Put this policy's rollout engine to sleep (frees its device memory)."""
+        self.checkpoint_manager.sleep_replicas()
+        self.guard.after_sleep(self)
+
+    def server_handles(self) -> list[Any]:
+        """The Ray actor handles of this policy's rollout servers (one per replica)."""
+        return list(self.server_manager.server_handles)
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(
+        self,
+        prompts: Sequence[Messages],
+        n: int = 1,
+        validate: bool = False,
+        greedy: bool = False,
+    ) -> Any:
+        """Sample ``n`` responses for each chat prompt, built at run time (no dataset).
+
+        Args:
+            prompts: P chat-message lists (``[{"role": "user", "content": ...}]``); the chat
+                template of the policy's tokenizer is applied by verl's agent loop.
+            n: responses per prompt; the n responses of a prompt are contiguous (a group).
+            validate: sample with ``rollout.val_kwargs`` instead of the training parameters.
+            greedy: temperature 0 for every row.
+
+        Returns:
+            verl `DataProto` with B = P·n rows: ``prompts`` (B, prompt_length) left-padded,
+            ``responses`` / ``response_mask`` (B, response_length), ``input_ids``,
+            ``attention_mask``, ``position_ids`` (B, prompt_length + response_length); non-tensor
+            ``uid`` (one per prompt, shared by its group) and ``index`` (prompt position).
+
+        Raises:
+            RuntimeError: when this policy's engine is not active.
+        """
+        from verl import DataProto
+        from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
+
+        if not self.is_active:
+            raise RuntimeError(f"{self.name}: activate() the policy before generating")
+        if n < 1 or not prompts:
+            raise ValueError(f"{self.name}.generate: need at least one prompt and n >= 1 (got {len(prompts)}, n={n})")
+        count = len(prompts)
+        non_tensors = {
+            "raw_prompt": _object_array([list(p) for p in prompts]),
+            "uid": _object_array([uuid.uuid4().hex for _ in range(count)]),
+            "index": np.arange(count, dtype=np.int64),
+        }
+        if greedy:
+            non_tensors["__do_sample__"] = np.zeros(count, dtype=bool)
+        batch = DataProto.from_dict(
+            tensors={"dummy_tensor": torch.zeros(count, 1, dtype=torch.uint8)},
+            non_tensors=non_tensors,
+            meta_info={"validate": validate, "global_steps": self.global_steps},
+        )
+        batch = batch.repeat(repeat_times=n, interleave=True)
+        padded, pad_size = pad_dataproto_to_divisor(batch, len(self.agent_loop.agent_loop_workers))
+        output = self.agent_loop.generate_sequences(padded)
+        output = unpad_dataproto(output, pad_size=pad_size)
+        output.non_tensor_batch.pop("__do_sample__", None)
+        output.meta_info["temperature"] = 0.0 if greedy else self._sampling_temperature(validate)
+        return output
+
+    def _sampling_temperature(self, validate: bool) -> float:
+        rollout = self.config.actor_rollout_ref.rollout
+        return float(rollout.val_kwargs.temperature if validate else rollout.temperature)
+
+    # ------------------------------------------------------------------ training
+
+    def _to_worker_input(self, batch: Any, **metadata: Any) -> Any:
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.utils.padding import left_right_2_no_padding
+
+        keys = ["input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask"]
+        extra = [k for k in ("old_log_probs", "ref_log_prob", "advantages") if k in batch.batch.keys()]
+        td = batch.select(batch_keys=keys + extra).to_tensordict()
+        td = left_right_2_no_padding(td)
+        # The logit temperature of log-prob and loss computations: the one the rollouts were sampled at.
+        temperature = float(batch.meta_info.get("temperature", self.config.actor_rollout_ref.rollout.temperature))
+        tu.assign_non_tensor(td, temperature=max(temperature, 1e-6) if temperature > 0 else 1.0, **metadata)
+        return td
+
+    def compute_log_probs(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Current-policy ("old") log-probs and entropies of the responses in ``batch``.
+
+        Returns:
+            ``(log_probs, entropy)``, each (B, response_length) float32, 0 on padding.
+        """
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.utils.padding import no_padding_2_padding
+
+        td = self._to_worker_input(batch, calculate_entropy=True, compute_loss=False)
+        output = self.worker_group.compute_log_prob(td)
+        log_probs = no_padding_2_padding(tu.get(output, "log_probs"), td).float()
+        entropy = no_padding_2_padding(tu.get(output, "entropy"), td).float()
+        return log_probs, entropy
+
+    def compute_ref_log_probs(self, batch: Any) -> torch.Tensor:
+        """Log-probs of the responses under the frozen initial policy, (B, response_length) float32.
+
+        Raises:
+            RuntimeError: when the policy has no reference model (``actor.use_kl_loss`` false).
+        """
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.utils.padding import no_padding_2_padding
+
+        if not self.uses_reference:
+            raise RuntimeError(f"{self.name}: no reference model (actor.use_kl_loss is false)")
+        td = self._to_worker_input(batch, calculate_entropy=False, compute_loss=False)
+        output = self.worker_group.compute_ref_log_prob(td)
+        return no_padding_2_padding(tu.get(output, "log_probs"), td).float()
+
+    def update(self, batch: Any) -> dict[str, float]:
+        """One policy-gradient update on ``batch`` through verl's ``update_actor``.
+
+        The whole batch is one mini-batch (one optimizer step per epoch, ``actor.ppo_epochs``
+        epochs); loss aggregation, clipping, KL loss and entropy coefficient come from the
+        policy's ``actor`` config (verl's ``ppo_loss``).
+
+        Args:
+            batch: `DataProto` with the rollout tensors of `generate` plus ``advantages``,
+                ``old_log_probs`` and (with a reference) ``ref_log_prob``, each
+                (B, response_length) float32. B must divide evenly over the policy's devices.
+
+        Returns:
+            verl's actor metrics renamed ``actor/*`` (``actor/pg_loss``, ``actor/kl_loss``,
+            ``actor/entropy``, ``actor/grad_norm``, ``actor/lr``, ...), scalars.
+
+        Raises:
+            KeyError: when a required tensor is missing. ValueError: when B does not divide.
+        """
+        from verl.utils import tensordict_utils as tu
+
+        required = ["advantages", "old_log_probs"] + (["ref_log_prob"] if self.uses_reference else [])
+        missing = [k for k in required if k not in batch.batch.keys()]
+        if missing:
+            raise KeyError(f"{self.name}.update: batch lacks {missing}")
+        rows = len(batch)
+        world = self.worker_group.world_size
+        if rows % world:
+            raise ValueError(f"{self.name}.update: {rows} rows do not split over {world} workers")
+        actor = self.config.actor_rollout_ref.actor
+        calculate_entropy = bool(actor.calculate_entropy) or float(actor.entropy_coeff) != 0.0
+        td = self._to_worker_input(
+            batch,
+            calculate_entropy=calculate_entropy,
+            global_batch_size=rows,
+            mini_batch_size=rows,
+            epochs=int(actor.ppo_epochs),
+            seed=int(actor.data_loader_seed),
+            dataloader_kwargs={"shuffle": False},
+            compute_loss=True,
+            distillation_use_topk=False,
+            distillation_only=False,
+        )
+        output = self.worker_group.update_actor(td)
+        metrics = tu.get(output, "metrics")
+        self.global_steps += 1
+        return {(k if k.startswith("actor/") else f"actor/{k}"): _scalar(v) for k, v in metrics.items()}
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, path: str) -> None:
+        """Save model, optimizer and extra state (LR scheduler, RNG) of every rank under ``path``."""
+        self.worker_group.save_checkpoint(str(path), global_step=self.global_steps)
+
+    def load(self, path: str, global_steps: Optional[int] = None) -> None:
+        """Load what `save` wrote; the rollout engine gets the weights at the next `activate`."""
+        self.worker_group.load_checkpoint(str(path))
+        if global_steps is not None:
+            self.global_steps = global_steps
+        if self.is_active:
+            self.deactivate()
+
+
+def _scalar(value: Any) -> float:
+    if isinstance(value, (list, tuple)):
+        values = [float(v) for v in value]
+        return float(np.mean(values)) if values else float("nan")
+    if isinstance(value, torch.Tensor):
+        return float(value.float().mean().item())
+    return float(value)

@@ -1,0 +1,33 @@
+"""What verl 0.9.1 lacks, added through its own extension points (never by editing verl).
+
+Importing this package registers, in the importing process:
+
+- a CPU platform with `verl.plugin.platform.PlatformRegistry` (`cpu_platform`), selected with
+  ``VERL_PLATFORM=cpu``;
+- an HF-transformers rollout (`hf_rollout`): the replica with `RolloutReplicaRegistry` under the name
+  ``hf``, the in-worker adapter in verl's rollout-class registry under ``("hf", "async")``.
+
+verl imports it in every Ray worker when ``VERL_USE_EXTERNAL_MODULES=cpmobius.verl_ext`` is set in
+the workers' environment (`cpmobius.config.ray_runtime_env` sets it).
+"""
+
+from verl.workers.rollout import base as _rollout_base
+from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+from cpmobius.verl_ext.cpu_platform import PlatformCPU, install_cpu_engine_fixes, is_cpu_platform
+from cpmobius.verl_ext.hf_rollout import HFGenerationServer, HFRolloutReplica, HFServerAdapter, load_hf_replica
+
+EXTERNAL_MODULE = "cpmobius.verl_ext"
+
+RolloutReplicaRegistry.register("hf", load_hf_replica)
+_rollout_base._ROLLOUT_REGISTRY[("hf", "async")] = "cpmobius.verl_ext.hf_rollout.HFServerAdapter"
+
+__all__ = [
+    "EXTERNAL_MODULE",
+    "HFGenerationServer",
+    "HFRolloutReplica",
+    "HFServerAdapter",
+    "PlatformCPU",
+    "install_cpu_engine_fixes",
+    "is_cpu_platform",
+]

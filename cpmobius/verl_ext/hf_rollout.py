@@ -1,0 +1,586 @@
+"""An HF-transformers rollout for verl 0.9.1: replica, generation server and in-worker adapter.
+
+verl 0.9.1 serves rollouts through vLLM, SGLang or TRT-LLM only. This module adds ``rollout.name=hf``
+through verl's own registries (`RolloutReplicaRegistry` for the replica, the rollout-class
+registry for the adapter), so that verl's `LLMServerManager`, agent loop and checkpoint engine
+drive it exactly as they drive vLLM:
+
+- `HFRolloutReplica` (driver side) launches one `HFGenerationServer` Ray actor per replica, on the
+  node and device of the replica's trainer worker (as verl's vLLM replica does), named per policy
+  (`cpmobius.verl_ext.naming`).
+- `HFGenerationServer` takes token ids in and gives token ids and log-probs out (`TokenOutput`).
+  Concurrent requests are collected for a few milliseconds and run as one batched
+  ``model.generate`` call per distinct set of sampling parameters; temperature, top-p, top-k,
+  repetition penalty, max tokens and stop tokens are honoured per request. Log-probs are those of
+  the raw logits (before temperature and truncation), as vLLM's default ``raw_logprobs``.
+- `HFServerAdapter` (inside the trainer worker) receives the weights verl's checkpoint engine
+  streams out of the FSDP engine and sends them to the server in buckets; the server checks that
+  every parameter arrived.
+
+On CPU the server runs in float32; on CUDA in ``rollout.dtype`` (bf16 by default) with SDPA.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Generator, Optional
+
+import ray
+import torch
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.replica import RolloutMode, RolloutReplica, TokenOutput
+
+from cpmobius.verl_ext.naming import server_name_prefix
+
+logger = logging.getLogger(__name__)
+
+BACKEND_PREFIX = "hf_"
+# How long the server waits for more requests after the first one arrives before a batch runs.
+DEFAULT_BATCH_WINDOW_S = 0.005
+
+
+def hf_server_name(rollout_config: Any, replica_rank: int, node_rank: int = 0) -> str:
+    """Ray actor name of one HF generation server, e.g. ``coach_hf_server_0_0``."""
+    return f"{server_name_prefix(BACKEND_PREFIX, rollout_config)}server_{replica_rank}_{node_rank}"
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    return {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}.get(
+        str(name), torch.float32
+    )
+
+
+def _as_id_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple, set)):
+        return [int(v) for v in value]
+    return [int(value)]
+
+
+@dataclass(frozen=True)
+class SamplingKey:
+    """The sampling parameters that must be shared by the rows of one ``generate`` call."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+    repetition_penalty: float
+    max_new_tokens: int
+    stop_token_ids: tuple[int, ...]
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    key: SamplingKey
+    future: asyncio.Future = field(repr=False)
+
+
+class _RawLogProbRecorder:
+    """A logits processor placed first, so it sees raw logits; records the chosen tokens' log-probs.
+
+    At step t it receives the ids chosen up to step t-1 and the logits of step t, so it gathers the
+    log-prob of the token chosen at t-1 from the log-softmax it kept from the previous call.
+    Memory: one (batch, vocab) float32 tensor, whatever the response length.
+    """
+
+    def __init__(self) -> None:
+        self._previous: Optional[torch.Tensor] = None
+        self.log_probs: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._previous is not None:
+            self.log_probs.append(self._previous.gather(1, input_ids[:, -1:]).squeeze(1))
+        self._previous = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.LongTensor) -> torch.Tensor:
+        """(batch, generated_tokens) float32 log-probs, the last column for ``last_tokens``."""
+        if self._previous is not None:
+            self.log_probs.append(self._previous.gather(1, last_tokens[:, None]).squeeze(1))
+        self._previous = None
+        return torch.stack(self.log_probs, dim=1) if self.log_probs else torch.zeros(0)
+
+
+class HFGenerationServer:
+    """One HF-transformers model serving token-in/token-out requests (a Ray actor).
+
+    Args:
+        config: verl `RolloutConfig` of the policy.
+        model_config: verl `HFModelConfig` of the policy (``local_path``, tokenizer, generation config).
+        rollout_mode: hybrid (colocated with its trainer worker) in everything this project runs.
+        replica_rank: rank of the replica this server belongs to.
+        cuda_visible_devices: device ids of the replica's trainer worker; "" or None on a CPU.
+        batch_window_s: how long to wait for more requests before a batch runs.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        model_config: Any,
+        rollout_mode: RolloutMode,
+        replica_rank: int,
+        cuda_visible_devices: Optional[str] = None,
+        batch_window_s: float = DEFAULT_BATCH_WINDOW_S,
+    ) -> None:
+        if cuda_visible_devices:  # before the first CUDA call of this process
+            os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+        from verl.utils.config import omega_conf_to_dataclass
+        from verl.workers.config import HFModelConfig, RolloutConfig
+
+        self.config = omega_conf_to_dataclass(config, dataclass_type=RolloutConfig)
+        self.model_config = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
+        self.rollout_mode = rollout_mode
+        self.replica_rank = replica_rank
+        self.batch_window_s = batch_window_s
+        self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+        self.dtype = _torch_dtype(config.dtype) if self.device.type == "cuda" else torch.float32
+        self.model: Optional[torch.nn.Module] = None
+        self.global_steps: Optional[int] = None
+        self.awake = True
+        self._queue: Optional[asyncio.Queue] = None
+        self._loop_task: Optional[asyncio.Task] = None
+        self._gate_open: Optional[asyncio.Event] = None  # created on the actor's loop in launch_server
+        self._received: set[str] = set()
+        self.stats = {"batches": 0, "requests": 0, "generated_tokens": 0, "weight_syncs": 0}
+
+    # ------------------------------------------------------------------ start-up
+
+    async def launch_server(self) -> None:
+        """Load the model and start the batching loop."""
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(int(self.config.seed) + self.replica_rank)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            self.model_config.local_path,
+            dtype=self.dtype,
+            attn_implementation="sdpa",
+            trust_remote_code=bool(self.model_config.trust_remote_code),
+        ).to(self.device)
+        self.model.eval()
+        tokenizer = self.model_config.tokenizer
+        self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        gen_cfg = self.model_config.generation_config
+        self.default_stop_ids = tuple(
+            sorted(set(_as_id_list(getattr(gen_cfg, "eos_token_id", None)) + _as_id_list(tokenizer.eos_token_id)))
+        )
+        self._queue = asyncio.Queue()
+        self._gate_open = asyncio.Event()
+        self._gate_open.set()
+        self._loop_task = asyncio.get_running_loop().create_task(self._batching_loop())
+
+    def get_server_address(self) -> tuple[str, int]:
+        return ray.util.get_node_ip_address(), 0
+
+    # ------------------------------------------------------------------ generation
+
+    def _sampling_key(self, prompt_len: int, params: dict[str, Any]) -> SamplingKey:
+        max_tokens = params.get("max_tokens", params.get("max_new_tokens"))
+        if max_tokens is None:
+            budget = self.config.prompt_length + self.config.response_length - prompt_len
+            max_tokens = min(self.config.response_length, budget)
+        max_tokens = max(1, int(max_tokens))
+        stop_ids = set(self.default_stop_ids) | set(_as_id_list(params.get("stop_token_ids")))
+        if params.get("ignore_eos", False):
+            stop_ids = set(_as_id_list(params.get("stop_token_ids")))
+        top_k = int(params.get("top_k", -1) or -1)
+        return SamplingKey(
+            temperature=float(params.get("temperature", 1.0)),
+            top_p=float(params.get("top_p", 1.0)),
+            top_k=top_k if top_k > 0 else -1,
+            repetition_penalty=float(params.get("repetition_penalty", 1.0) or 1.0),
+            max_new_tokens=max_tokens,
+            stop_token_ids=tuple(sorted(stop_ids)),
+        )
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        request_id: str,
+        **kwargs: Any,
+    ) -> TokenOutput:
+        """Generate one response; concurrent calls are batched.
+
+        Args:
+            prompt_ids: prompt token ids.
+            sampling_params: ``temperature`` (0 = greedy), ``top_p``, ``top_k`` (-1 = off),
+                ``repetition_penalty``, ``max_tokens``, ``stop_token_ids``, ``ignore_eos``, ``logprobs``.
+            request_id: unused; requests are independent.
+
+        Returns:
+            `TokenOutput` with the response ids (ending with the stop token when one was hit) and
+            their raw-logit log-probs.
+
+        Raises:
+            RuntimeError: when the server was put to sleep and generation is attempted.
+        """
+        if kwargs.get("image_data") or kwargs.get("video_data") or kwargs.get("audio_data"):
+            raise NotImplementedError("the HF rollout serves text-only models")
+        await self._gate_open.wait()
+        if not self.awake:
+            raise RuntimeError("HF rollout server is asleep: wake it (update_weights) before generating")
+        prompt_ids = [int(t) for t in prompt_ids]
+        key = self._sampling_key(len(prompt_ids), dict(sampling_params))
+        future = asyncio.get_running_loop().create_future()
+        await self._queue.put(_Request(prompt_ids, key, future))
+        token_ids, log_probs, stop_reason = await future
+        want_log_probs = sampling_params.get("logprobs", True) not in (False, None)
+        return TokenOutput(
+            token_ids=token_ids,
+            log_probs=log_probs if want_log_probs else None,
+            stop_reason=stop_reason,
+            num_preempted=0,
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    async def _batching_loop(self) -> None:
+        max_batch = max(1, int(self.config.max_num_seqs))
+        while True:
+            first = await self._queue.get()
+            batch = [first]
+            deadline = time.monotonic() + self.batch_window_s
+            while len(batch) < max_batch:
+                timeout = deadline - time.monotonic()
+                if timeout <= 0:
+                    break
+                try:
+                    batch.append(await asyncio.wait_for(self._queue.get(), timeout))
+                except asyncio.TimeoutError:
+                    break
+            while not self._queue.empty() and len(batch) < max_batch:
+                batch.append(self._queue.get_nowait())
+            groups: dict[SamplingKey, list[_Request]] = {}
+            for request in batch:
+                groups.setdefault(request.key, []).append(request)
+            for key, requests in groups.items():
+                try:
+                    results = await asyncio.to_thread(self._generate_batch, [r.prompt_ids for r in requests], key)
+                except Exception as error:  # a failed batch fails its requests, never the server
+                    logger.exception("HF rollout batch failed")
+                    for request in requests:
+                        if not request.future.done():
+                            request.future.set_exception(error)
+                    continue
+                for request, result in zip(requests, results):
+                    if not request.future.done():
+                        request.future.set_result(result)
+
+    @torch.no_grad()
+    def _generate_batch(self, prompts: list[list[int]], key: SamplingKey) -> list[tuple[list[int], list[float], str]]:
+        """Left-pad ``prompts`` and run one ``model.generate``; cut each row at its first stop token."""
+        from transformers import (
+            GenerationConfig,
+            LogitsProcessorList,
+            RepetitionPenaltyLogitsProcessor,
+            TemperatureLogitsWarper,
+            TopKLogitsWarper,
+            TopPLogitsWarper,
+        )
+
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+            attention_mask[row, width - len(prompt) :] = 1
+        greedy = key.temperature <= 0
+        recorder = _RawLogProbRecorder()
+        # The recorder comes first so it sees raw logits; the processors generate() would add are
+        # passed explicitly after it, and the generation config asks for none of its own.
+        processors: list[Any] = [recorder]
+        if key.repetition_penalty != 1.0:
+            processors.append(RepetitionPenaltyLogitsProcessor(key.repetition_penalty))
+        if not greedy:
+            if key.temperature != 1.0:
+                processors.append(TemperatureLogitsWarper(key.temperature))
+            if key.top_k > 0:
+                processors.append(TopKLogitsWarper(key.top_k))
+            if key.top_p < 1.0:
+                processors.append(TopPLogitsWarper(key.top_p))
+        generation_config = GenerationConfig(
+            do_sample=not greedy,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=key.max_new_tokens,
+            eos_token_id=list(key.stop_token_ids) or None,
+            pad_token_id=self.pad_token_id,
+        )
+        sequences = self.model.generate(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention_mask.to(self.device),
+            generation_config=generation_config,
+            logits_processor=LogitsProcessorList(processors),
+        )
+        generated = sequences[:, width:].cpu()
+        log_probs = recorder.finish(sequences[:, -1]).cpu() if generated.shape[1] else torch.zeros(len(prompts), 0)
+        stop_ids = set(key.stop_token_ids)
+        results = []
+        for row in range(len(prompts)):
+            tokens = generated[row].tolist()
+            cut, reason = len(tokens), "length"
+            for position, token in enumerate(tokens):
+                if token in stop_ids:
+                    cut, reason = position + 1, "completed"
+                    break
+            results.append((tokens[:cut], log_probs[row, :cut].tolist(), reason))
+            self.stats["generated_tokens"] += cut
+        self.stats["batches"] += 1
+        self.stats["requests"] += len(prompts)
+        return results
+
+    # ------------------------------------------------------------------ weights and memory
+
+    def load_weights(self, named_tensors: list[tuple[str, torch.Tensor]], last: bool) -> int:
+        """Copy one bucket of weights into the model; on the last bucket, check all arrived.
+
+        Args:
+            named_tensors: ``(hf_parameter_name, tensor)`` pairs, any dtype and device.
+            last: True for the final bucket of a sync.
+
+        Returns:
+            The number of distinct parameters received in this sync so far.
+
+        Raises:
+            KeyError: for a name the model does not have.
+            RuntimeError: on the last bucket, when some parameters never arrived.
+        """
+        params = dict(self.model.named_parameters())
+        tied = bool(getattr(self.model.config, "tie_word_embeddings", False))
+        for name, tensor in named_tensors:
+            target = params.get(name)
+            if target is None:
+                if tied and name == "lm_head.weight":
+                    continue
+                raise KeyError(f"HF rollout: the model has no parameter {name!r}")
+            target.data.copy_(tensor.to(device=target.device, dtype=target.dtype))
+            self._received.add(name)
+        received = len(self._received)
+        if last:
+            missing = sorted(set(params) - self._received)
+            self._received = set()
+            if missing:
+                raise RuntimeError(f"HF rollout weight sync incomplete: {len(missing)} missing, e.g. {missing[:3]}")
+            self.stats["weight_syncs"] += 1
+        return received
+
+    def _move(self, device: torch.device) -> None:
+        if self.device.type == "cuda":
+            self.model.to(device)
+            if device.type == "cpu":
+                torch.cuda.empty_cache()
+
+    async def wake_up(self, tags: Optional[list[str]] = None) -> None:
+        """Bring weights back to the device (tags "weights"/"kv_cache"; the HF model has no separate cache)."""
+        if tags is None or "weights" in tags:
+            self._move(self.device)
+        self.awake = True
+
+    async def sleep(self) -> None:
+        """Free device memory: the weights go to host memory (a no-op on a CPU)."""
+        if self.config.free_cache_engine:
+            self._move(torch.device("cpu"))
+            self.awake = False
+
+    async def clear_kv_cache(self) -> None:
+        pass
+
+    async def release_kv_cache(self) -> None:
+        pass
+
+    async def resume_kv_cache(self) -> None:
+        pass
+
+    async def set_global_steps(self, global_steps: int) -> None:
+        self.global_steps = global_steps
+
+    async def wait_for_requests_to_drain(self) -> None:
+        while self._queue is not None and not self._queue.empty():
+            await asyncio.sleep(self.batch_window_s)
+
+    async def abort_all_requests(self, reset_prefix_cache: bool = True, reject_request: bool = False) -> dict[str, Any]:
+        """Close the gate: new requests wait until `resume_generation`; queued ones still finish."""
+        self._gate_open.clear()
+        return {"aborted_count": 0, "request_ids": []}
+
+    async def resume_generation(self) -> None:
+        self._gate_open.set()
+
+    async def resume_engine_generation(self) -> None:
+        self._gate_open.set()
+
+    async def open_submission_gate(self) -> None:
+        self._gate_open.set()
+
+    async def start_profile(self, **kwargs: Any) -> None:
+        pass
+
+    async def stop_profile(self) -> None:
+        pass
+
+    @torch.no_grad()
+    def compute_log_probs(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]:
+        """Raw-logit log-probs of ``response_ids`` after ``prompt_ids`` under the served weights.
+
+        A debugging and test aid: compares the served model with the trained one.
+        """
+        ids = torch.tensor([list(prompt_ids) + list(response_ids)], device=self.device)
+        logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
+        targets = torch.tensor(response_ids, device=self.device)
+        return torch.log_softmax(logits, -1).gather(1, targets[:, None]).squeeze(1).cpu().tolist()
+
+    def get_stats(self) -> dict[str, int]:
+        """Counters since start: batches, requests, generated tokens, weight syncs."""
+        return dict(self.stats)
+
+    def get_state_digest(self) -> float:
+        """Sum of all parameters (float64): a cheap fingerprint to check that weights really synced."""
+        return float(sum(p.detach().double().sum().item() for p in self.model.parameters()))
+
+
+class HFRolloutReplica(RolloutReplica):
+    """verl rollout replica backed by one `HFGenerationServer` per replica (hybrid mode).
+
+    Like verl's vLLM replica, the server is placed on the node of the replica's trainer worker and
+    sees the same device. Only tensor/data/pipeline parallel size 1 is supported.
+    """
+
+    async def launch_servers(self) -> None:
+        if self.world_size != 1:
+            raise ValueError(
+                "rollout.name=hf serves one device per replica: set tensor_model_parallel_size, "
+                f"data_parallel_size and pipeline_model_parallel_size to 1 (world size is {self.world_size})"
+            )
+        worker = self.workers[0]
+        node_id, device_ids = await worker.__ray_call__.remote(
+            lambda self: (
+                ray.get_runtime_context().get_node_id(),
+                ray.get_runtime_context().get_accelerator_ids().get("GPU", []),
+            )
+        )
+        on_cuda = _cluster_has_cuda()
+        name = hf_server_name(self.config, self.replica_rank, 0)
+        env_vars = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"} if on_cuda else {}
+        server = (
+            ray.remote(HFGenerationServer)
+            .options(
+                name=name,
+                scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
+                    node_id=node_id, soft=False
+                ),
+                runtime_env={"env_vars": env_vars},
+                max_concurrency=self.max_concurrency,
+                num_cpus=0,
+            )
+            .remote(
+                config=self.config,
+                model_config=self.model_config,
+                rollout_mode=self.rollout_mode,
+                replica_rank=self.replica_rank,
+                cuda_visible_devices=",".join(str(d) for d in device_ids) if on_cuda else None,
+            )
+        )
+        await server.launch_server.remote()
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = f"hf://{name}"
+
+    def _get_server_name_prefix(self) -> str:
+        return BACKEND_PREFIX
+
+
+def _cluster_has_cuda() -> bool:
+    from verl.utils.device import get_device_name
+
+    return get_device_name() == "cuda"
+
+
+class HFServerAdapter(BaseRollout):
+    """The in-worker side of the HF rollout: sleep/wake and weight sync for its server.
+
+    verl's `ActorRolloutRefWorker.update_weights` calls `resume`, `update_weights` and `resume`
+    again; every rank of the trainer group runs it, since gathering full tensors out of FSDP is a
+    collective. Only the first rank of each replica talks to the server.
+    """
+
+    def __init__(self, config: Any, model_config: Any, device_mesh: Any, replica_rank: int = -1, **kwargs: Any):
+        super().__init__(config, model_config, device_mesh)
+        rank = int(os.environ.get("RANK", "0"))
+        rollout_world_size = (
+            self.config.tensor_model_parallel_size
+            * self.config.data_parallel_size
+            * self.config.pipeline_model_parallel_size
+        )
+        self.replica_rank = rank // rollout_world_size if replica_rank == -1 else replica_rank
+        self._has_server = rank % rollout_world_size == 0
+        self._server: Optional[ray.actor.ActorHandle] = None
+        self.bucket_bytes = int(self.config.checkpoint_engine.update_weights_bucket_megabytes) << 20
+        on_cuda = torch.cuda.is_available()
+        self.transfer_dtype = _torch_dtype(self.config.dtype) if on_cuda else None
+
+    @property
+    def server(self) -> Optional[ray.actor.ActorHandle]:
+        if self._has_server and self._server is None:
+            self._server = ray.get_actor(hf_server_name(self.config, self.replica_rank, 0))
+        return self._server
+
+    async def resume(self, tags: list[str]) -> None:
+        if self.server is not None:
+            await self.server.wake_up.remote(tags=tags)
+
+    async def release(self) -> None:
+        if self.server is not None:
+            await self.server.sleep.remote()
+
+    @torch.no_grad()
+    async def update_weights(
+        self,
+        weights: Generator[tuple[str, torch.Tensor], None, None],
+        global_steps: Optional[int] = None,
+        wire_format: str = "named_tensors",
+        **kwargs: Any,
+    ) -> None:
+        """Send full tensors to the server in buckets of ``update_weights_bucket_megabytes``.
+
+        Raises:
+            NotImplementedError: for LoRA adapters or delta wire formats.
+        """
+        if wire_format != "named_tensors" or kwargs.get("peft_config") is not None:
+            raise NotImplementedError("the HF rollout syncs full named tensors only (no LoRA, no delta sync)")
+        bucket: list[tuple[str, torch.Tensor]] = []
+        bucket_size = 0
+        pending = None
+        for name, tensor in weights:  # every rank iterates: full_tensor() is a collective
+            if self.server is None:
+                continue
+            if self.transfer_dtype is not None and tensor.is_floating_point():
+                tensor = tensor.to(self.transfer_dtype)
+            tensor = tensor.detach().to("cpu", copy=True)
+            bucket.append((name, tensor))
+            bucket_size += tensor.numel() * tensor.element_size()
+            if bucket_size >= self.bucket_bytes:
+                if pending is not None:
+                    await pending
+                pending = self.server.load_weights.remote(bucket, False)
+                bucket, bucket_size = [], 0
+        if self.server is None:
+            return
+        if pending is not None:
+            await pending
+        await self.server.load_weights.remote(bucket, True)
+        if global_steps is not None:
+            await self.server.set_global_steps.remote(global_steps)
+
+    def generate_sequences(self, prompts: Any) -> Any:
+        raise NotImplementedError("generate through the HF server (LLMServerManager client), not the adapter")
+
+
+def load_hf_replica() -> type[HFRolloutReplica]:
+    """Loader for `RolloutReplicaRegistry.register("hf", ...)`."""
+    return HFRolloutReplica
