@@ -65,9 +65,12 @@ def policy_config(cfg: DictConfig, name: str) -> DictConfig:
     validate_policy_name(name)
     if name not in cfg or "verl" not in cfg[name]:
         raise ConfigError(f"{name}.verl: missing; every policy needs a delta over actor_rollout_ref")
+    # The delta's interpolations (``lr: ${actor_rollout_ref.actor.optim.lr}``) are resolved against
+    # the shared base first: merged unresolved, they would point at themselves.
+    delta = OmegaConf.to_container(cfg[name].verl, resolve=True)
     full = copy.deepcopy(cfg)
     OmegaConf.set_struct(full, False)
-    full.actor_rollout_ref = OmegaConf.merge(full.actor_rollout_ref, cfg[name].verl)
+    full.actor_rollout_ref = OmegaConf.merge(full.actor_rollout_ref, delta)
     custom = dict(full.actor_rollout_ref.rollout.get("custom", None) or {})
     custom[POLICY_NAME_KEY] = name
     full.actor_rollout_ref.rollout.custom = custom

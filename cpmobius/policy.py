@@ -160,6 +160,12 @@ class Policy:
         self.checkpoint_manager.sleep_replicas()
         self.guard.after_sleep(self)
 
+    def _release_engine(self) -> None:
+        # Training-side work runs with this policy's rollout engine asleep: on a GPU the engine's
+        # memory is needed, and after an update its weights are stale until the next activate().
+        if self.is_active:
+            self.deactivate()
+
     def server_handles(self) -> list[Any]:
         """The Ray actor handles of this policy's rollout servers (one per replica)."""
         return list(self.server_manager.server_handles)
@@ -192,6 +198,7 @@ class Policy:
             RuntimeError: when this policy's engine is not active.
         """
         from verl import DataProto
+
         from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
 
         if not self.is_active:
@@ -225,6 +232,34 @@ class Policy:
 
     # ------------------------------------------------------------------ training
 
+    @property
+    def _row_divisor(self) -> int:
+        """Rows must split evenly over the workers and then into micro-batches (verl asserts both)."""
+        arr = self.config.actor_rollout_ref
+        sizes = [
+            arr.actor.ppo_micro_batch_size_per_gpu,
+            arr.rollout.log_prob_micro_batch_size_per_gpu,
+            arr.ref.log_prob_micro_batch_size_per_gpu,
+        ]
+        micro = int(np.lcm.reduce([int(s) for s in sizes if s])) if any(sizes) else 1
+        return micro * self.worker_group.world_size
+
+    def _pad_rows(self, batch: Any) -> tuple[Any, int]:
+        """Pad ``batch`` to a multiple of `_row_divisor` with copies of its first rows that carry no loss.
+
+        # CPMöbius: the Coach trains on as many rows as there are kept problems, rarely a multiple of
+        # the micro-batch size; padded rows get response_mask 0 and advantage 0, so they add nothing
+        # to the token-mean loss, the KL term or the entropy term, and their outputs are dropped.
+        """
+        from verl.protocol import pad_dataproto_to_divisor
+
+        padded, pad_size = pad_dataproto_to_divisor(batch, self._row_divisor)
+        if pad_size:
+            for key in ("response_mask", "advantages"):
+                if key in padded.batch.keys():
+                    padded.batch[key][len(batch) :] = 0
+        return padded, pad_size
+
     def _to_worker_input(self, batch: Any, **metadata: Any) -> Any:
         from verl.utils import tensordict_utils as tu
         from verl.workers.utils.padding import left_right_2_no_padding
@@ -247,11 +282,14 @@ class Policy:
         from verl.utils import tensordict_utils as tu
         from verl.workers.utils.padding import no_padding_2_padding
 
-        td = self._to_worker_input(batch, calculate_entropy=True, compute_loss=False)
+        self._release_engine()
+        padded, pad_size = self._pad_rows(batch)
+        td = self._to_worker_input(padded, calculate_entropy=True, compute_loss=False)
         output = self.worker_group.compute_log_prob(td)
         log_probs = no_padding_2_padding(tu.get(output, "log_probs"), td).float()
         entropy = no_padding_2_padding(tu.get(output, "entropy"), td).float()
-        return log_probs, entropy
+        rows = len(batch)
+        return log_probs[:rows], entropy[:rows]
 
     def compute_ref_log_probs(self, batch: Any) -> torch.Tensor:
         """Log-probs of the responses under the frozen initial policy, (B, response_length) float32.
@@ -264,9 +302,11 @@ class Policy:
 
         if not self.uses_reference:
             raise RuntimeError(f"{self.name}: no reference model (actor.use_kl_loss is false)")
-        td = self._to_worker_input(batch, calculate_entropy=False, compute_loss=False)
+        self._release_engine()
+        padded, _ = self._pad_rows(batch)
+        td = self._to_worker_input(padded, calculate_entropy=False, compute_loss=False)
         output = self.worker_group.compute_ref_log_prob(td)
-        return no_padding_2_padding(tu.get(output, "log_probs"), td).float()
+        return no_padding_2_padding(tu.get(output, "log_probs"), td).float()[: len(batch)]
 
     def update(self, batch: Any) -> dict[str, float]:
         """One policy-gradient update on ``batch`` through verl's ``update_actor``.
@@ -278,14 +318,15 @@ class Policy:
         Args:
             batch: `DataProto` with the rollout tensors of `generate` plus ``advantages``,
                 ``old_log_probs`` and (with a reference) ``ref_log_prob``, each
-                (B, response_length) float32. B must divide evenly over the policy's devices.
+                (B, response_length) float32. Any B: rows are padded with loss-free copies to split
+                evenly over the workers and micro-batches.
 
         Returns:
             verl's actor metrics renamed ``actor/*`` (``actor/pg_loss``, ``actor/kl_loss``,
             ``actor/entropy``, ``actor/grad_norm``, ``actor/lr``, ...), scalars.
 
         Raises:
-            KeyError: when a required tensor is missing. ValueError: when B does not divide.
+            KeyError: when a required tensor is missing.
         """
         from verl.utils import tensordict_utils as tu
 
@@ -293,14 +334,13 @@ class Policy:
         missing = [k for k in required if k not in batch.batch.keys()]
         if missing:
             raise KeyError(f"{self.name}.update: batch lacks {missing}")
-        rows = len(batch)
-        world = self.worker_group.world_size
-        if rows % world:
-            raise ValueError(f"{self.name}.update: {rows} rows do not split over {world} workers")
+        self._release_engine()
+        padded, _ = self._pad_rows(batch)
+        rows = len(padded)
         actor = self.config.actor_rollout_ref.actor
         calculate_entropy = bool(actor.calculate_entropy) or float(actor.entropy_coeff) != 0.0
         td = self._to_worker_input(
-            batch,
+            padded,
             calculate_entropy=calculate_entropy,
             global_batch_size=rows,
             mini_batch_size=rows,

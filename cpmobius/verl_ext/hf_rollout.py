@@ -174,6 +174,16 @@ class HFGenerationServer:
         self._gate_open.set()
         self._loop_task = asyncio.get_running_loop().create_task(self._batching_loop())
 
+    async def shutdown(self) -> None:
+        """Stop the batching loop (tests and in-process use; Ray kills the actor otherwise)."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            try:
+                await self._loop_task
+            except asyncio.CancelledError:
+                pass
+            self._loop_task = None
+
     def get_server_address(self) -> tuple[str, int]:
         return ray.util.get_node_ip_address(), 0
 

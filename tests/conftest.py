@@ -1,0 +1,205 @@
+"""Shared fixtures. The test folder is deliberately not a package (verl's wheel installs `tests`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    """`../shared/data` beside the checkout, or ``$CPMOBIUS_SHARED_DATA``."""
+    return Path(os.environ.get("CPMOBIUS_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except Exception:  # pragma: no cover - torch missing
+        has_cuda = False
+    skip_gpu = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if item.fspath.basename.endswith("_gpu.py"):
+            item.add_marker(pytest.mark.gpu)
+            if not has_cuda:
+                item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory) -> Path:
+    """A per-session cache folder for locally built tiny models."""
+    return tmp_path_factory.mktemp("cpmobius_models")
+
+
+# --------------------------------------------------------------------------- two policies on verl
+
+
+def start_two_policies(overrides: list[str], tiny_spec: dict | None = None):
+    """Ray + the Coach and the Player on one resource pool (verl workers, HF rollout servers).
+
+    Returns ``(policies, guard, timings_s)``; the caller shuts Ray down.
+    """
+    import time
+
+    import ray
+
+    from cpmobius.config import apply_env_to_driver, build_policy_configs, compose_config, ray_init_kwargs
+    from cpmobius.policy import EngineGuard, Policy, make_resource_pool
+    from cpmobius.tiny_models import materialize_tiny_model
+
+    timings = {}
+    start = time.perf_counter()
+    cfg = compose_config(overrides)
+    apply_env_to_driver(cfg)
+    import cpmobius.verl_ext  # noqa: F401  (registers the platform and the HF rollout in the driver)
+
+    materialize_tiny_model(cfg.model.coach_path, spec=tiny_spec, seed=1)
+    materialize_tiny_model(cfg.model.player_path, spec=tiny_spec, seed=2)
+    configs = build_policy_configs(cfg)
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(**ray_init_kwargs(cfg))
+    pool = make_resource_pool(cfg)
+    guard = EngineGuard()
+    policies = {}
+    for name in ("coach", "player"):
+        t = time.perf_counter()
+        policies[name] = Policy(name, configs[name], pool, guard).start()
+        timings[f"start_{name}"] = time.perf_counter() - t
+    timings["start_total"] = time.perf_counter() - start
+    return policies, guard, timings
+
+
+def unpad_row(batch, row: int) -> tuple[list[int], list[int]]:
+    """(prompt ids, response ids) of one row of a generated batch, padding removed."""
+    prompt_len = batch.batch["prompts"].shape[1]
+    mask = batch.batch["attention_mask"][row]
+    prompt = batch.batch["prompts"][row][mask[:prompt_len].bool()].tolist()
+    response = batch.batch["responses"][row][batch.batch["response_mask"][row].bool()].tolist()
+    return prompt, response
+
+
+def served_log_probs(policy, prompt, response) -> "torch.Tensor":
+    import ray
+    import torch
+
+    return torch.tensor(ray.get(policy.server_handles()[0].compute_log_probs.remote(prompt, response)))
+
+
+def trained_log_probs(policy, batch, row: int) -> "torch.Tensor":
+    """The trainer's log-probs of one row's response at logit temperature 1 (raw, like the server)."""
+    batch.meta_info["temperature"] = 1.0
+    log_probs, _ = policy.compute_log_probs(batch)
+    return log_probs[row][batch.batch["response_mask"][row].bool()]
+
+
+def take_update(policy, batch) -> dict:
+    """One update with fixed ±1 sequence advantages (rows alternate), through verl's update_actor."""
+    import torch
+
+    batch.meta_info["temperature"] = 1.0
+    old, _ = policy.compute_log_probs(batch)
+    batch.batch["old_log_probs"] = old
+    if policy.uses_reference:
+        batch.batch["ref_log_prob"] = policy.compute_ref_log_probs(batch)
+    signs = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(len(batch))])[:, None]
+    batch.batch["advantages"] = signs * batch.batch["response_mask"].float()
+    return policy.update(batch)
+
+
+def check_two_policies(policies, guard, tmp_path, atol: float = 1e-4) -> dict:
+    """The two-policy acceptance checks; returns per-phase timings in seconds.
+
+    1. each policy generates (the guard keeps one engine awake);
+    2. each takes an update; the served log-prob of a fixed response changes for the updated
+       policy only, and matches the trainer's (the weights really synced);
+    3. save → more training → load restores identical greedy outputs and log-probs.
+    """
+    import time
+
+    import pytest
+    import torch
+
+    coach, player = policies["coach"], policies["player"]
+    timings = {}
+    prompts = [[{"role": "user", "content": "What is 12 + 30?"}], [{"role": "user", "content": "Solve 2x = 8."}]]
+
+    t = time.perf_counter()
+    player.activate()
+    timings["activate_player"] = time.perf_counter() - t
+    t = time.perf_counter()
+    player_batch = player.generate(prompts, n=2)
+    timings["generate_player_4"] = time.perf_counter() - t
+    assert player_batch.batch["responses"].shape[0] == 4
+    assert len(set(player_batch.non_tensor_batch["uid"])) == 2  # one uid per group of n
+    prompt, response = unpad_row(player_batch, 0)
+    assert len(response) > 0
+
+    coach.activate()
+    assert guard.awake is coach and not player.is_active
+    with pytest.raises(RuntimeError, match="activate"):
+        player.generate(prompts, n=1)
+    coach_batch = coach.generate([[{"role": "user", "content": "Generate a valid math problem."}]], n=2)
+    assert coach_batch.batch["responses"].shape[0] == 2
+
+    # The same token sequence, scored by each policy's served model and trainer.
+    served_player_0 = served_log_probs(player, prompt, response)
+    served_coach_0 = served_log_probs(coach, prompt, response)
+    assert torch.allclose(served_player_0, trained_log_probs(player, player_batch, 0), atol=atol)
+
+    t = time.perf_counter()
+    metrics = take_update(player, player_batch)
+    timings["update_player"] = time.perf_counter() - t
+    assert {"actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/lr"} <= set(metrics)
+    t = time.perf_counter()
+    player.activate()
+    timings["activate_player_sync"] = time.perf_counter() - t
+    served_player_1 = served_log_probs(player, prompt, response)
+    assert (served_player_1 - served_player_0).abs().max() > 10 * atol, "the update did not reach the server"
+    assert torch.allclose(served_player_1, trained_log_probs(player, player_batch, 0), atol=atol)
+    coach.activate()
+    assert torch.allclose(served_log_probs(coach, prompt, response), served_coach_0, atol=1e-6)
+
+    take_update(coach, coach_batch)
+    coach.activate()
+    assert (served_log_probs(coach, prompt, response) - served_coach_0).abs().max() > 10 * atol
+    assert torch.allclose(served_log_probs(player, prompt, response), served_player_1, atol=1e-6)
+
+    # save → load restores identical outputs
+    player.activate()
+    greedy_before = player.generate(prompts, n=1, greedy=True)
+    t = time.perf_counter()
+    player.save(str(tmp_path / "player"))
+    timings["save_player"] = time.perf_counter() - t
+    saved_log_probs = trained_log_probs(player, player_batch, 0)
+    take_update(player, player_batch)
+    assert not torch.allclose(trained_log_probs(player, player_batch, 0), saved_log_probs, atol=atol)
+    t = time.perf_counter()
+    player.load(str(tmp_path / "player"))
+    timings["load_player"] = time.perf_counter() - t
+    assert torch.allclose(trained_log_probs(player, player_batch, 0), saved_log_probs, atol=1e-6)
+    player.activate()
+    greedy_after = player.generate(prompts, n=1, greedy=True)
+    assert torch.equal(greedy_after.batch["responses"], greedy_before.batch["responses"])
+    timings["engine_switches"] = guard.switches
+    return timings
+
+
+@pytest.fixture(scope="session")
+def harness():
+    """The two-policy helpers above, for test modules (the test folder is not importable)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        start_two_policies=start_two_policies,
+        check_two_policies=check_two_policies,
+        unpad_row=unpad_row,
+        served_log_probs=served_log_probs,
+        trained_log_probs=trained_log_probs,
+        take_update=take_update,
+    )

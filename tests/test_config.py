@@ -1,0 +1,89 @@
+"""Config composition on verl's packaged config tree: per-policy deltas, validation, errors."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from cpmobius.config import (
+    ConfigError,
+    build_policy_configs,
+    compose_config,
+    policy_config,
+    ray_init_kwargs,
+    validate_policy_config,
+    worker_env_vars,
+)
+
+
+def test_unsafe_verl_defaults_are_overridden():
+    cfg = compose_config()
+    assert cfg.algorithm.adv_estimator == "grpo"  # verl default: gae
+    assert cfg.actor_rollout_ref.rollout.name == "hf"  # verl default: ??? (mandatory)
+    assert cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == 1  # verl default: 2
+    assert cfg.actor_rollout_ref.rollout.load_format == "auto"  # verl default: dummy
+    assert "wandb" not in cfg.trainer.logger  # verl default: [console, wandb]
+
+
+def test_policy_deltas_do_not_leak_between_policies():
+    cfg = compose_config(["coach.verl.actor.optim.lr=3e-5", "player.verl.rollout.temperature=0.25"])
+    configs = build_policy_configs(cfg)
+    coach, player = configs["coach"].actor_rollout_ref, configs["player"].actor_rollout_ref
+    assert coach.actor.optim.lr == pytest.approx(3e-5)
+    assert player.actor.optim.lr == pytest.approx(1e-6)  # the shared base value
+    assert player.rollout.temperature == pytest.approx(0.25)
+    assert coach.rollout.temperature == pytest.approx(0.9)
+    assert coach.actor.entropy_coeff == pytest.approx(0.01) and player.actor.entropy_coeff == pytest.approx(-0.01)
+    assert coach.model.path.endswith("tiny-coach") and player.model.path.endswith("tiny-player")
+    assert coach.rollout.custom["policy_name"] == "coach" and player.rollout.custom["policy_name"] == "player"
+    # verl's absolute interpolations resolve inside each policy's own tree
+    assert player.actor.rollout_n == player.rollout.n
+    assert "coach" not in configs["player"] and "player" not in configs["coach"]
+    assert OmegaConf.is_missing(configs["player"], "trainer") is False
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda_hf", "vllm"])
+def test_every_backend_composes_and_validates(backend):
+    configs = build_policy_configs(compose_config([f"backend={backend}"]))
+    assert configs["player"].actor_rollout_ref.rollout.name == ("vllm" if backend == "vllm" else "hf")
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null", "actor.ppo_micro_batch_size_per_gpu"),
+        ("++player.verl.actor.ppo_micro_batch_size_per_gpu=0", "player.verl.actor.ppo_micro_batch_size_per_gpu"),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size=2", "rollout.tensor_model_parallel_size"),
+        ("player.verl.actor.loss_agg_mode=mean-of-nothing", "player.verl.actor"),
+    ],
+)
+def test_wrong_values_fail_with_the_key_named(override, key):
+    cfg = compose_config([override])
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        build_policy_configs(cfg)
+
+
+def test_missing_policy_delta_is_a_clear_error():
+    cfg = compose_config()
+    with pytest.raises(ConfigError, match=r"critic\.verl"):
+        policy_config(cfg, "critic")
+
+
+def test_ray_init_carries_extensions_and_platform():
+    cfg = compose_config()
+    env = worker_env_vars(cfg)
+    assert env["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.verl_ext"
+    assert env["VERL_PLATFORM"] == "cpu"
+    kwargs = ray_init_kwargs(cfg)
+    assert kwargs["num_gpus"] == 1  # logical GPUs for verl's resource pools on a CPU
+    assert kwargs["runtime_env"]["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.verl_ext"
+    gpu = compose_config(["backend=vllm"])
+    assert "VERL_PLATFORM" in worker_env_vars(gpu) and worker_env_vars(gpu)["VERL_PLATFORM"] == "nvidia"
+    assert "num_gpus" not in ray_init_kwargs(gpu)
+
+
+def test_validate_rejects_hf_with_tensor_parallel():
+    cfg = compose_config(["trainer.n_gpus_per_node=2", "actor_rollout_ref.rollout.tensor_model_parallel_size=2"])
+    pcfg = policy_config(cfg, "player")
+    with pytest.raises(ConfigError, match="rollout.name=hf"):
+        validate_policy_config(pcfg, "player")

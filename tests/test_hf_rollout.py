@@ -1,0 +1,145 @@
+"""The HF-transformers rollout and the CPU platform, in process (no Ray): registries, batching,
+sampling parameters, stop tokens, log-probs, weight loading."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from cpmobius.config import compose_config, policy_config
+from cpmobius.tiny_models import materialize_tiny_model
+from cpmobius.verl_ext import HFGenerationServer, HFRolloutReplica, HFServerAdapter, PlatformCPU
+from cpmobius.verl_ext.hf_rollout import hf_server_name
+from cpmobius.verl_ext.naming import server_name_prefix
+
+
+@pytest.fixture(scope="module")
+def player_cfg(model_cache):
+    cfg = compose_config([f"model.cache_dir={model_cache}", "data.max_response_length=24"])
+    materialize_tiny_model(cfg.model.player_path, seed=2)
+    materialize_tiny_model(cfg.model.coach_path, seed=1)
+    return policy_config(cfg, "player")
+
+
+@pytest.fixture(scope="module")
+def server(player_cfg):
+    from verl.workers.rollout.replica import RolloutMode
+
+    arr = player_cfg.actor_rollout_ref
+    srv = HFGenerationServer(arr.rollout, arr.model, RolloutMode.HYBRID, replica_rank=0)
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(srv.launch_server())
+    srv._test_loop = loop
+    yield srv
+    loop.run_until_complete(srv.shutdown())
+    loop.close()
+
+
+PROMPTS = [[257, 117, 10, 49, 43, 50], [257, 104, 105, 33], [257] + list(b"what is 7*8? answer:"), [257, 55]]
+
+
+def greedy(srv, prompts, **extra):
+    from cpmobius.verl_ext.hf_rollout import SamplingKey  # noqa: F401
+
+    key = srv._sampling_key(0, {"temperature": 0.0, **extra})
+    return srv._generate_batch(prompts, key)
+
+
+def test_registries_know_the_extensions():
+    from verl.plugin.platform import PlatformRegistry
+    from verl.workers.rollout.base import get_rollout_class
+    from verl.workers.rollout.replica import get_rollout_replica_class
+
+    assert PlatformRegistry.get("cpu") is PlatformCPU
+    assert get_rollout_replica_class("hf") is HFRolloutReplica
+    assert get_rollout_class("hf", "async") is HFServerAdapter
+
+
+def test_cpu_platform_is_never_auto_detected(monkeypatch):
+    monkeypatch.delenv("VERL_PLATFORM", raising=False)
+    assert not PlatformCPU().is_platform_available(use_smi_check=True)
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
+    assert PlatformCPU().is_platform_available(use_smi_check=True)
+    platform = PlatformCPU()
+    assert platform.communication_backend_name() == "gloo"
+    assert platform.current_device() == torch.device("cpu")
+    assert platform.device_module.mem_get_info() == (0, 0)
+
+
+def test_server_names_differ_per_policy(model_cache):
+    cfg = compose_config([f"model.cache_dir={model_cache}"])
+    coach, player = (policy_config(cfg, n).actor_rollout_ref.rollout for n in ("coach", "player"))
+    assert hf_server_name(coach, 0) == "coach_hf_server_0_0"
+    assert hf_server_name(player, 0) == "player_hf_server_0_0"
+    assert server_name_prefix("vllm_", coach) == "coach_vllm_"
+    assert server_name_prefix("vllm_", cfg.actor_rollout_ref.rollout) == "vllm_"  # no policy: verl's name
+
+
+def test_batched_greedy_equals_one_at_a_time(server):
+    batched = greedy(server, PROMPTS)
+    for prompt, (tokens, log_probs, _) in zip(PROMPTS, batched):
+        alone_tokens, alone_log_probs, _ = greedy(server, [prompt])[0]
+        assert tokens == alone_tokens
+        assert log_probs == pytest.approx(alone_log_probs, abs=1e-4)
+
+
+def test_concurrent_requests_are_batched(server):
+    async def many():
+        calls = [server.generate(p, {"temperature": 0.0}, request_id=str(i)) for i, p in enumerate(PROMPTS * 4)]
+        return await asyncio.gather(*calls)
+
+    before = server.get_stats()["batches"]
+    outputs = server._test_loop.run_until_complete(many())
+    batches = server.get_stats()["batches"] - before
+    assert batches <= 2, f"16 concurrent requests took {batches} generate calls"
+    expected = greedy(server, PROMPTS)
+    for i, output in enumerate(outputs):
+        assert output.token_ids == expected[i % len(PROMPTS)][0]
+
+
+def test_stop_token_and_max_tokens_are_honoured(server):
+    tokens, _, reason = greedy(server, [PROMPTS[0]])[0]
+    assert reason == "length" and len(tokens) == 24  # random model never emits <|im_end|> here
+    stop = tokens[5]
+    first = tokens.index(stop)
+    cut, _, reason = greedy(server, [PROMPTS[0]], stop_token_ids=[stop])[0]
+    assert cut == tokens[: first + 1] and reason == "completed"
+    short, _, reason = greedy(server, [PROMPTS[0]], max_tokens=5)[0]
+    assert short == tokens[:5] and reason == "length"
+
+
+def test_top_k_one_sampling_is_greedy_and_temperature_samples(server):
+    top1 = server._generate_batch([PROMPTS[1]], server._sampling_key(0, {"temperature": 1.0, "top_k": 1}))
+    assert top1[0][0] == greedy(server, [PROMPTS[1]])[0][0]
+    torch.manual_seed(0)
+    hot = server._generate_batch([PROMPTS[1]] * 6, server._sampling_key(0, {"temperature": 1.5}))
+    assert len({tuple(t) for t, _, _ in hot}) > 1
+
+
+def test_log_probs_are_the_served_models_raw_log_probs(server):
+    torch.manual_seed(1)
+    key = server._sampling_key(0, {"temperature": 0.7, "top_p": 0.9})
+    for prompt, (tokens, log_probs, _) in zip(PROMPTS, server._generate_batch(PROMPTS, key)):
+        assert len(log_probs) == len(tokens)
+        assert log_probs == pytest.approx(server.compute_log_probs(prompt, tokens), abs=1e-4)
+        assert all(lp <= 0 for lp in log_probs)
+
+
+def test_weight_loading_checks_completeness(server):
+    params = dict(server.model.named_parameters())
+    before = server.get_state_digest()
+    original = {k: v.detach().clone() for k, v in params.items()}
+    try:
+        server.load_weights([(k, v + 0.01) for k, v in original.items()], last=True)
+        assert server.get_state_digest() != pytest.approx(before)
+        assert server.get_stats()["weight_syncs"] >= 1
+        with pytest.raises(RuntimeError, match="incomplete"):
+            server.load_weights(list(original.items())[:2], last=True)
+        with pytest.raises(KeyError, match="no parameter"):
+            server.load_weights([("model.not_a_layer.weight", torch.zeros(1))], last=False)
+    finally:
+        server._received = set()
+        server.load_weights(list(original.items()), last=True)
+    assert server.get_state_digest() == pytest.approx(before)
