@@ -34,16 +34,20 @@ Extraction (mode "cpmobius", the default)
 Equivalence policy (one table for reward, vote, validation and evaluation)
 ---------------------------------------------------------------------------
 Answers are first canonicalised (a cheap, deterministic string rewrite), then compared: equal
-canonical strings are equivalent; plain numbers, fractions, radicals, pi, tuples, intervals, sets
-and words are compared in-process (fast path); everything else goes to math-verify
-(`math_verify.parse` / `verify`) in an isolated worker process with a hard wall-clock limit.
+canonical strings are equivalent; numbers, fractions, radicals, π, e, tuples, intervals, sets,
+words, and expressions in single-letter variables with `\sin`-like functions of bracketed
+arguments are compared in-process (fast path: exact rationals, 60-digit reals, variables set to
+two fixed rational points, one positive and one negative); everything else (Greek letters,
+subscripts, `\log`, `\sin x` without brackets, relations, complex numbers, ...) goes to
+math-verify (`math_verify.parse` / `verify`) in an isolated worker process with a hard
+wall-clock limit.
 
 ==============================  ============================================  =====================
 form                            rule                                          examples
 ==============================  ============================================  =====================
-percent `28\%`                  the sign is dropped: the value is the number  28% = 28; 28% ≠ 0.28;
-                                as written (transitive, unlike a "/100 or        50% ≠ 1/2
-                                as-is" rule)
+percent `28\%`                  the sign is dropped: the value is the number  28% = 28;
+                                as written (transitive, unlike a "/100 or     28% ≠ 0.28;
+                                as-is" rule)                                  50% ≠ 1/2
 degrees `30^\circ`              the degree sign is dropped; no deg↔rad        30° = 30; 90° ≠ π/2
 units `5\text{ cm}`, `5 cm`     a trailing `\text{..}`/`\mathrm{..}` unit or   5 cm = 5
                                 a common unit word after a number is dropped
@@ -72,11 +76,16 @@ equations `x = 5`               a leading single-variable assignment is        x
 words, `\text{}`                words (≥ 3 letters or several words) compare   \text{Evelyn} = evelyn;
                                 case-insensitively; single letters compare    \text{(E)} ≠ e
                                 case-sensitively (options, variables)
+expressions `x^2+3x`            equal iff equal at both points (variables     x^2+3x = x(x+3);
+                                matter; `e` is Euler's number inside an       \sqrt{x^2} ≠ x;
+                                expression, a bare `e` is a letter)           x+1 ≠ y+1
 code style                      `pi`→`\pi`, `*`→`\cdot`, `**`→`^`,            -2*pi = -2\pi;
                                 `sqrt(x)`→`\sqrt{x}`, `exp(x)`→`e^{x}`,       pi/2 = \frac{\pi}{2}
                                 `1e-3`→`1\times10^{-3}`
-anything else                   math-verify (strict, float_rounding 6), gold
-                                first for grading
+anything else                   math-verify (strict, its unit stripping off:
+                                units are the rule above); numeric constants
+                                use the decimal rule above; gold first when
+                                grading
 ==============================  ============================================  =====================
 
 Gold vs response (scoring) is directional, as math-verify intends (the gold fixes the form:
@@ -106,7 +115,10 @@ worker processes; a batch (or a single call) has one deadline, `timeout_s` after
 ready, and any worker still busy at the deadline is killed (SIGKILL) and replaced in the
 background. This holds in the main thread, worker threads, subprocesses and Ray actors alike.
 The pool's one-off start-up (importing sympy and math-verify, about 1–2 s) does not count
-against a call's deadline. Pool size: `CPMOBIUS_GRADING_WORKERS` (default min(8, max(2, cpus))).
+against a call's deadline. Pool size: `CPMOBIUS_GRADING_WORKERS` (default min(8, max(2, cpus)));
+each worker's address space is capped at `CPMOBIUS_GRADING_WORKER_MEM_MB` (default 3072), and a
+MemoryError/RecursionError there is reported as "timeout" (over budget). Workers die with their
+parent (PR_SET_PDEATHSIG from a long-lived spawner thread, plus a watchdog).
 
 `released` mode
 ---------------
@@ -653,11 +665,11 @@ def _root(a: Any, q: int) -> Any:
 def _pow(a: Any, e: Any) -> Any:
     if isinstance(a, _Inf) or isinstance(e, _Inf):
         raise _Unsupported
-    if not isinstance(e, Fraction):
-        v = _mp(a)
-        if v <= 0 or abs(e.v) > _MAX_EXP:
+    if not isinstance(e, Fraction) or e.denominator > 64:
+        v, ev = _mp(a), _mp(e)
+        if v <= 0 or abs(ev) > _MAX_EXP:
             raise _Unsupported
-        return _Irr(_MP.power(v, e.v))
+        return _Irr(_MP.power(v, ev))
     if abs(e.numerator) > _MAX_EXP:
         raise _TooBig
     if e.denominator != 1:
@@ -672,8 +684,41 @@ def _pow(a: Any, e: Any) -> Any:
     return _Irr(_MP.power(a.v, n))
 
 
+def _real_only(f: Any, lo: float | None = None, hi: float | None = None, positive: bool = False) -> Any:
+    def g(x: Any) -> Any:
+        if (lo is not None and x < lo) or (hi is not None and x > hi) or (positive and x <= 0):
+            raise ValueError("outside the real domain")
+        return f(x)
+    return g
+
+
+# Functions the fast path evaluates (real arguments only; elsewhere math-verify decides).
+_FUNCS: dict[str, Any] = {
+    "\\sin": _MP.sin, "\\cos": _MP.cos, "\\tan": _MP.tan, "\\cot": _MP.cot, "\\sec": _MP.sec,
+    "\\csc": _MP.csc, "\\sinh": _MP.sinh, "\\cosh": _MP.cosh, "\\tanh": _MP.tanh, "\\exp": _MP.exp,
+    "\\arcsin": _real_only(_MP.asin, -1, 1), "\\arccos": _real_only(_MP.acos, -1, 1), "\\arctan": _MP.atan,
+    "\\ln": _real_only(_MP.ln, positive=True),
+}
+
+
+def _make_points() -> tuple[dict[str, Fraction], dict[str, Fraction]]:
+    """Two fixed "random" rational points for single-letter variables (e, i excluded).
+
+    Point A is positive (in (1, 3)), point B negative, so that e.g. sqrt(x^2) ≠ x is still seen.
+    """
+    import random
+
+    rng = random.Random(20260207)
+    letters = "abcdfghjklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    a = {c: Fraction(rng.randint(1_000_003, 2_999_999), 1_000_003) for c in letters}
+    b = {c: -Fraction(rng.randint(1_000_003, 2_999_999), 999_983) for c in letters}
+    return a, b
+
+
+_POINTS = _make_points()
 _TOKEN_RE = re.compile(r"\d+(?:\.\d+)?|\.\d+|\\[A-Za-z]+|\\[{}]|\S")
 _IMPLICIT_STARTS = ("\\frac", "\\sqrt", "\\pi", "(", "{")
+_MIXED_RE = re.compile(r"\\frac(?:\{\d+\}|\d)(?:\{\d+\}|\d)")
 _DECIMAL_RE = re.compile(r"^-?(\d*)\.(\d+)(?:\\(?:times|cdot)10\^\{?([+-]?\d+)\}?)?$")
 
 
@@ -688,12 +733,19 @@ def _decimal_info(src: str) -> tuple[int, int] | None:
 
 
 class _Parser:
-    """Recursive-descent evaluator for the fast path (canonical strings, no white space)."""
+    """Recursive-descent evaluator for the fast path (canonical strings, no white space).
 
-    def __init__(self, s: str) -> None:
+    Single-letter variables (not e, i) take the values of `point`: an expression with variables
+    is evaluated at two fixed rational points and two answers are equal iff equal at both
+    (exact for polynomials and rational functions up to a negligible chance).
+    """
+
+    def __init__(self, s: str, point: dict[str, Fraction]) -> None:
         self.src = s
         self.toks = _TOKEN_RE.findall(s)
         self.i = 0
+        self.point = point
+        self.used_vars = False
 
     def peek(self) -> str | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -770,7 +822,7 @@ class _Parser:
                 self.take()
                 w = self.unary()
                 v = _mul(v, w) if t in ("\\cdot", "\\times") else _div(v, w)
-            elif t is not None and (t.startswith(_IMPLICIT_STARTS) and t != "\\{"):
+            elif t is not None and ((t.startswith(_IMPLICIT_STARTS) and t != "\\{") or t.isalpha() or t in _FUNCS):
                 v = _mul(v, self.power())
             else:
                 return v
@@ -792,8 +844,8 @@ class _Parser:
             t = self.peek()
             if t == "{":
                 exp = self.group()
-            elif t is not None and t.isdigit() and len(t) == 1:
-                exp = Fraction(int(self.take()))
+            elif t is not None and len(t) == 1 and (t.isdigit() or t.isalpha()):
+                exp = self.atom()
             else:
                 raise _Unsupported  # e.g. 2^10: ambiguous in LaTeX, let math-verify decide
             if self.peek() == "^":
@@ -811,21 +863,20 @@ class _Parser:
         t = self.peek()
         if t == "{":
             return self.group()
-        if t is not None and t.isdigit() and len(t) == 1:
-            return Fraction(int(self.take()))
-        if t == "\\pi":
-            self.take()
-            return _Irr(_MP.pi)
+        if t is not None and len(t) == 1 and (t.isdigit() or t.isalpha()) or t == "\\pi":
+            return self.atom()
         raise _Unsupported
 
     def atom(self) -> Any:
         t = self.take()
         if t[0].isdigit() or t[0] == ".":
             if self.peek() == "\\frac" and "." not in t:
+                if not _MIXED_RE.match("".join(self.toks[self.i : self.i + 7])):
+                    raise _Unsupported
                 # "2\frac{1}{2}" is the mixed number 5/2 (as math-verify reads it)
                 self.take()
                 num, den = self.arg(), self.arg()
-                if not (isinstance(num, Fraction) and isinstance(den, Fraction) and den):
+                if not den:
                     raise _Unsupported
                 return Fraction(int(t)) + num / den
             return Fraction(t)
@@ -844,6 +895,10 @@ class _Parser:
             return _root(self.arg(), q)
         if t == "\\pi":
             return _Irr(_MP.pi)
+        if t == "e":
+            return _Irr(_MP.e)  # Euler's number, as math-verify reads it (a bare "e" answer is text)
+        if t in _FUNCS:
+            return self.function(t)
         if t == "\\infty":
             return _Inf(1)
         if t == "(":
@@ -854,7 +909,36 @@ class _Parser:
             v = self.expr()
             self.take("}")
             return v
+        if len(t) == 1 and t in self.point:
+            self.used_vars = True
+            return self.point[t]
         raise _Unsupported
+
+    def function(self, name: str) -> Any:
+        """`\\sin(..)`, `\\ln{..}`, `\\cos^2(..)`: only with a bracketed argument (else unsupported)."""
+        power = None
+        if self.peek() == "^":
+            self.take()
+            nxt = self.peek() or ""
+            power = self.group() if nxt == "{" else Fraction(int(self.take())) if nxt.isdigit() else None
+            if not (isinstance(power, Fraction) and power.denominator == 1 and power > 0):
+                raise _Unsupported  # \sin^{-1} and friends: math-verify decides
+        if self.peek() not in ("(", "{"):
+            raise _Unsupported  # "\sin 2x": precedence is ambiguous, math-verify decides
+        closing = ")" if self.take() == "(" else "}"
+        arg = self.expr()
+        self.take(closing)
+        if isinstance(arg, _Inf):
+            raise _Unsupported
+        x = _mp(arg)
+        try:
+            v = _FUNCS[name](x)
+        except (ValueError, ZeroDivisionError) as exc:
+            raise _Unsupported from exc
+        if not isinstance(v, type(x)) or not _MP.isfinite(v):
+            raise _Unsupported  # complex or infinite: math-verify decides
+        out = _Irr(v)
+        return _pow(out, power) if power is not None else out
 
 
 _LETTER_RE = re.compile(r"^[A-Za-z]$")
@@ -864,29 +948,41 @@ _TEXT_RE = re.compile(r"^\\text\{([^{}\\]*)\}$")
 
 @lru_cache(maxsize=1 << 16)
 def _fast_value(canon: str) -> Any:
-    """Fast-path value of a canonical answer: a tuple, None (unsupported) or _TOO_BIG."""
+    """Fast-path value of a canonical answer: (value at point A, value at point B), None or _TOO_BIG.
+
+    A value is ("num", number, decimal info), ("coll", kind, items) or ("text", string); None means
+    unsupported (math-verify decides).
+    """
     if _LETTER_RE.match(canon):
-        return ("text", canon)
+        return (("text", canon),) * 2
     m = _TEXT_RE.match(canon)
     text = m.group(1).strip() if m else (canon if _WORDS_RE.match(canon) else None)
     if text is not None:
         if len(text) == 1:
-            return ("text", text)
+            return (("text", text),) * 2
         inner = _fast_value(text) if m and text and not _WORDS_RE.match(text) else None
-        if inner is not None and inner is not _TOO_BIG and inner[0] != "text":
+        if inner is not None and inner is not _TOO_BIG and inner[0][0] != "text":
             return inner
-        return ("text", " ".join(text.lower().split()))
-    if len(canon) > 2000 or any(c.isalpha() for c in _strip_commands(canon)):
-        return None  # variables / functions: math-verify decides
+        return (("text", " ".join(text.lower().split())),) * 2
+    if len(canon) > 2000 or _LETTER_RUN_RE.search(_strip_commands(canon)):
+        return None  # words, functions, Greek letters, \text, relations: math-verify decides
     try:
-        return _Parser(canon).answer()
+        parser = _Parser(canon, _POINTS[0])
+        at_a = parser.answer()
+        return (at_a, _Parser(canon, _POINTS[1]).answer() if parser.used_vars else at_a)
     except _TooBig:
         return _TOO_BIG
     except (_Unsupported, ZeroDivisionError, ValueError, OverflowError, RecursionError, TypeError):
         return None
 
 
-_KNOWN_CMDS_RE = re.compile(r"\\(?:frac|sqrt|pi|infty|cdot|times|div|cup)(?![A-Za-z])")
+_LETTER_RUN_RE = re.compile(r"[A-Za-z]{2,}|\\[^A-Za-z{}]|i")
+
+
+_KNOWN_CMDS_RE = re.compile(
+    r"\\(?:frac|sqrt|pi|infty|cdot|times|div|cup|sin|cos|tan|cot|sec|csc|arcsin|arccos|arctan|sinh|cosh|tanh|ln|exp)"
+    r"(?![A-Za-z])"
+)
 
 
 def _strip_commands(s: str) -> str:
@@ -958,7 +1054,7 @@ def _fast_verdict(a: str, b: str) -> Any:
     if va is _TOO_BIG or vb is _TOO_BIG:
         return _TOO_BIG
     if va is not None and vb is not None:
-        return _val_eq(va, vb)
+        return _val_eq(va[0], vb[0]) and _val_eq(va[1], vb[1])
     return None
 
 
@@ -969,6 +1065,7 @@ def _fast_verdict(a: str, b: str) -> Any:
 _MV: dict[str, Any] = {}
 
 
+@lru_cache(maxsize=4096)
 def _mv_parse(s: str) -> list:
     mv = _MV
     if not mv:
@@ -1002,6 +1099,34 @@ def _sympy_number(e: Any) -> Any:
     return _Irr(_MP.mpf(str(v)))
 
 
+def _point_value(name: str, k: int) -> Fraction:
+    import random
+
+    v = Fraction(random.Random(f"{name}/{k}").randint(1_000_003, 2_999_999), 1_000_003)
+    return v if k == 0 else -v
+
+
+def _equal_at_points(ea: Any, eb: Any) -> bool:
+    """Sufficient test for two real expressions in the same symbols: equal at two fixed points.
+
+    Used only to say "equal" (the fast path's rule); anything else is left to math-verify.
+    """
+    import sympy
+
+    if not (isinstance(ea, sympy.Expr) and isinstance(eb, sympy.Expr)):
+        return False
+    symbols = ea.free_symbols | eb.free_symbols
+    if not symbols or ea.free_symbols != eb.free_symbols:
+        return False
+    for k in (0, 1):
+        subs = {s: sympy.Rational(_point_value(s.name, k).numerator, _point_value(s.name, k).denominator)
+                for s in symbols}
+        va, vb = _sympy_number(ea.xreplace(subs)), _sympy_number(eb.xreplace(subs))
+        if va is None or vb is None or not _num_eq(va, vb, None, None):
+            return False
+    return True
+
+
 def _worker_eq(task: dict) -> bool:
     a, b = _mv_parse(task["a"]), _mv_parse(task["b"])
     if not a or not b:
@@ -1010,6 +1135,8 @@ def _worker_eq(task: dict) -> bool:
     if na is not None and nb is not None:
         da, db = task.get("da"), task.get("db")
         return _num_eq(na, nb, tuple(da) if da else None, tuple(db) if db else None)
+    if _equal_at_points(a[0], b[0]):
+        return True  # e.g. \alpha vs \alpha+0, which math-verify's symbol shortcut calls different
     verify = _MV["verify"]
     if verify(a, b, timeout_seconds=None):
         return True
@@ -1743,7 +1870,7 @@ def _released_symbolic_equal(pred: str, ref: str, pi: float) -> bool:
         pl, pr = ps.split("=")
         rl, rr = rs.split("=")
         p_expr, r_expr = f"{pl.strip()} - ({pr.strip()})", f"{rl.strip()} - ({rr.strip()})"
-        if _released_sym(p_expr, r_expr, pi, sympy, parse_expr) or _released_sym(f"-({p_expr})", r_expr, pi, sympy, parse_expr):
+        if any(_released_sym(p, r_expr, pi, sympy, parse_expr) for p in (p_expr, f"-({p_expr})")):
             return True
     elif ps.count("=") == 1 and len(ps.split("=")[0].strip()) <= 2 and "=" not in rs:
         if _released_symbolic_equal(ps.split("=")[1], rs, pi):
@@ -1836,7 +1963,8 @@ def _cli_lines(stream: Iterable[str], required: dict[str, type]) -> Iterable[tup
         for key, typ in required.items():
             if key not in obj:
                 raise SystemExit(f"error: line {lineno}: missing key {key!r}")
-            if typ is list and not (isinstance(obj[key], list) and all(x is None or isinstance(x, str) for x in obj[key])):
+            value = obj[key]
+            if typ is list and not (isinstance(value, list) and all(x is None or isinstance(x, str) for x in value)):
                 raise SystemExit(f"error: line {lineno}: {key!r} must be a list of strings")
             if typ is str and (not isinstance(obj[key], (str, int, float)) or isinstance(obj[key], bool)):
                 raise SystemExit(f"error: line {lineno}: {key!r} must be a string")

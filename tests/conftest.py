@@ -85,9 +85,11 @@ def unpad_row(batch, row: int) -> tuple[list[int], list[int]]:
 
 
 def served_log_probs(policy, prompt, response) -> "torch.Tensor":
+    """Log-probs of ``response`` under the policy's rollout server, woken (synced) first."""
     import ray
     import torch
 
+    policy.activate()
     return torch.tensor(ray.get(policy.server_handles()[0].compute_log_probs.remote(prompt, response)))
 
 

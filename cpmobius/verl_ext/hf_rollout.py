@@ -440,10 +440,18 @@ class HFGenerationServer:
 
         A debugging and test aid: compares the served model with the trained one.
         """
-        ids = torch.tensor([list(prompt_ids) + list(response_ids)], device=self.device)
+        device = next(self.model.parameters()).device  # host memory while asleep
+        ids = torch.tensor([list(prompt_ids) + list(response_ids)], device=device)
         logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
-        targets = torch.tensor(response_ids, device=self.device)
+        targets = torch.tensor(response_ids, device=device)
         return torch.log_softmax(logits, -1).gather(1, targets[:, None]).squeeze(1).cpu().tolist()
+
+    def get_parameter_count(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def get_peak_memory_gib(self) -> float:
+        """Peak device memory this server's process allocated, GiB (0 on a CPU)."""
+        return torch.cuda.max_memory_allocated() / 2**30 if self.device.type == "cuda" else 0.0
 
     def get_stats(self) -> dict[str, int]:
         """Counters since start: batches, requests, generated tokens, weight syncs."""
