@@ -98,10 +98,49 @@ class Policy:
         self.resource_pool = resource_pool
         self.guard = guard
         self.global_steps = 0
+        self.generation_calls = 0  # names requests deterministically (rollout.full_determinism)
         self.worker_group = None
         self.server_manager = None
         self.checkpoint_manager = None
         self.agent_loop = None
+
+    # ------------------------------------------------------------------ tokenizer
+
+    @property
+    def model_config(self) -> Any:
+        """verl's `HFModelConfig` of this policy (tokenizer, HF config, generation config)."""
+        if getattr(self, "_model_config", None) is None:
+            from verl.utils.config import omega_conf_to_dataclass
+
+            self._model_config = omega_conf_to_dataclass(self.config.actor_rollout_ref.model)
+        return self._model_config
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.model_config.tokenizer
+
+    @property
+    def stop_token_ids(self) -> set[int]:
+        """Token ids that end a response: the generation config's EOS ids and the tokenizer's EOS."""
+        ids = getattr(self.model_config.generation_config, "eos_token_id", None)
+        ids = set(ids if isinstance(ids, (list, tuple, set)) else [] if ids is None else [ids])
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return ids
+
+    def decode_responses(self, batch: Any) -> tuple[list[str], list[bool]]:
+        """Response texts (special tokens removed) and, per row, whether it stopped at the length limit.
+
+        Returns:
+            ``(texts, truncated)``, each of length B.
+        """
+        texts, truncated = [], []
+        stop = self.stop_token_ids
+        for row in range(len(batch)):
+            ids = batch.batch["responses"][row][batch.batch["response_mask"][row].bool()].tolist()
+            texts.append(self.tokenizer.decode(ids, skip_special_tokens=True))
+            truncated.append(not ids or ids[-1] not in stop)
+        return texts, truncated
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -219,6 +258,10 @@ class Policy:
             meta_info={"validate": validate, "global_steps": self.global_steps},
         )
         batch = batch.repeat(repeat_times=n, interleave=True)
+        # Unique, reproducible request ids: verl's agent loop names a request "det-{priority}" under
+        # rollout.full_determinism, and the rollout seeds that request's sampling from its name.
+        self.generation_calls += 1
+        batch.non_tensor_batch["priority"] = self.generation_calls * 1_000_000 + np.arange(len(batch), dtype=np.int64)
         padded, pad_size = pad_dataproto_to_divisor(batch, len(self.agent_loop.agent_loop_workers))
         output = self.agent_loop.generate_sequences(padded)
         output = unpad_dataproto(output, pad_size=pad_size)

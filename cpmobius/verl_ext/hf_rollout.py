@@ -78,7 +78,34 @@ class SamplingKey:
 class _Request:
     prompt_ids: list[int]
     key: SamplingKey
+    seed: Optional[int]
     future: asyncio.Future = field(repr=False)
+
+
+def request_seed(base_seed: int, global_steps: Optional[int], request_id: str) -> int:
+    """A 63-bit sampling seed for one request, from the server seed, the weights' step and the id."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{base_seed}:{global_steps}:{request_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+class _SeededSampler:
+    """The last logits processor under ``rollout.full_determinism``: draws each row's token with that
+    row's own generator and leaves only that token possible, so generate()'s own draw is forced.
+
+    A row's samples then depend on its request seed alone, not on which other requests share its
+    batch or on the order they arrived in (as vLLM's per-request seeds do).
+    """
+
+    def __init__(self, seeds: list[int]) -> None:
+        self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        probs = torch.softmax(scores.float(), dim=-1).cpu()
+        chosen = torch.stack([torch.multinomial(probs[r], 1, generator=g) for r, g in enumerate(self.generators)])
+        forced = torch.full_like(scores, float("-inf"))
+        return forced.scatter_(1, chosen.to(scores.device), 0.0)
 
 
 class _RawLogProbRecorder:
@@ -221,7 +248,8 @@ class HFGenerationServer:
             prompt_ids: prompt token ids.
             sampling_params: ``temperature`` (0 = greedy), ``top_p``, ``top_k`` (-1 = off),
                 ``repetition_penalty``, ``max_tokens``, ``stop_token_ids``, ``ignore_eos``, ``logprobs``.
-            request_id: unused; requests are independent.
+            request_id: under ``rollout.full_determinism`` the request's sampling seed derives from
+                it (and from the server seed and weight step); otherwise unused.
 
         Returns:
             `TokenOutput` with the response ids (ending with the stop token when one was hit) and
@@ -238,7 +266,8 @@ class HFGenerationServer:
         prompt_ids = [int(t) for t in prompt_ids]
         key = self._sampling_key(len(prompt_ids), dict(sampling_params))
         future = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Request(prompt_ids, key, future))
+        seed = request_seed(self.config.seed, self.global_steps, request_id) if self.config.full_determinism else None
+        await self._queue.put(_Request(prompt_ids, key, seed, future))
         token_ids, log_probs, stop_reason = await future
         want_log_probs = sampling_params.get("logprobs", True) not in (False, None)
         return TokenOutput(
@@ -265,12 +294,15 @@ class HFGenerationServer:
                     break
             while not self._queue.empty() and len(batch) < max_batch:
                 batch.append(self._queue.get_nowait())
-            groups: dict[SamplingKey, list[_Request]] = {}
+            groups: dict[tuple[SamplingKey, bool], list[_Request]] = {}
             for request in batch:
-                groups.setdefault(request.key, []).append(request)
-            for key, requests in groups.items():
+                groups.setdefault((request.key, request.seed is not None), []).append(request)
+            for (key, seeded), requests in groups.items():
+                seeds = [r.seed for r in requests] if seeded else None
                 try:
-                    results = await asyncio.to_thread(self._generate_batch, [r.prompt_ids for r in requests], key)
+                    results = await asyncio.to_thread(
+                        self._generate_batch, [r.prompt_ids for r in requests], key, seeds
+                    )
                 except Exception as error:  # a failed batch fails its requests, never the server
                     logger.exception("HF rollout batch failed")
                     for request in requests:
@@ -282,8 +314,16 @@ class HFGenerationServer:
                         request.future.set_result(result)
 
     @torch.no_grad()
-    def _generate_batch(self, prompts: list[list[int]], key: SamplingKey) -> list[tuple[list[int], list[float], str]]:
-        """Left-pad ``prompts`` and run one ``model.generate``; cut each row at its first stop token."""
+    def _generate_batch(
+        self, prompts: list[list[int]], key: SamplingKey, seeds: Optional[list[int]] = None
+    ) -> list[tuple[list[int], list[float], str]]:
+        """Left-pad ``prompts`` and run one ``model.generate``; cut each row at its first stop token.
+
+        Args:
+            prompts: token ids per row.
+            key: the sampling parameters all rows share.
+            seeds: one sampling seed per row (`_SeededSampler`), or None for the global RNG.
+        """
         from transformers import (
             GenerationConfig,
             LogitsProcessorList,
@@ -313,11 +353,13 @@ class HFGenerationServer:
                 processors.append(TopKLogitsWarper(key.top_k))
             if key.top_p < 1.0:
                 processors.append(TopPLogitsWarper(key.top_p))
+            if seeds is not None:
+                processors.append(_SeededSampler(seeds))
         generation_config = GenerationConfig(
             do_sample=not greedy,
             temperature=1.0,
             top_p=1.0,
-            top_k=0,
+            top_k=None,
             max_new_tokens=key.max_new_tokens,
             eos_token_id=list(key.stop_token_ids) or None,
             pad_token_id=self.pad_token_id,

@@ -1,0 +1,106 @@
+"""Checkpoints: both policies, both optimizers, the loop state and the resolved config, written atomically.
+
+Layout under ``trainer.default_local_dir``::
+
+    global_step_{N}/coach/          verl actor checkpoint (model, optimizer, LR scheduler, RNG) per rank
+    global_step_{N}/player/
+    global_step_{N}/loop_state.json step, Δt and validation history, best score, rollback counter,
+                                    filter statistics, generation counters
+    global_step_{N}/rng.pt          driver RNG states (python, numpy, torch)
+    global_step_{N}/config.yaml     the resolved config of the run
+    latest_checkpointed_iteration.txt   N, written last (verl's tracker file name)
+
+A checkpoint is written into ``.global_step_{N}.partial`` and renamed into place, and the tracker
+file is replaced atomically after that: a run killed mid-save leaves the previous checkpoint as the
+latest, never a half-written one (BR-32).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+TRACKER_FILE = "latest_checkpointed_iteration.txt"
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def capture_rng() -> dict:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def restore_rng(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(root: str | os.PathLike, step: int, policies: dict[str, Any], loop_state: dict, config: DictConfig) -> Path:
+    """Write checkpoint ``step`` under ``root`` and make it the latest.
+
+    Args:
+        root: checkpoint folder (``trainer.default_local_dir``).
+        step: completed loop steps.
+        policies: ``{"coach": Policy, "player": Policy}``.
+        loop_state: JSON-serialisable loop state.
+        config: the run's config (saved resolved).
+
+    Returns:
+        The checkpoint folder.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"global_step_{step}"
+    partial = root / f".global_step_{step}.partial"
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.mkdir()
+    for name, policy in policies.items():
+        policy.save(str((partial / name).resolve()))
+    (partial / "loop_state.json").write_text(json.dumps(loop_state, indent=1))
+    torch.save(capture_rng(), partial / "rng.pt")
+    (partial / "config.yaml").write_text(OmegaConf.to_yaml(config, resolve=True))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(partial, final)
+    _atomic_write_text(root / TRACKER_FILE, str(step))
+    return final
+
+
+def find_latest_checkpoint(root: str | os.PathLike) -> Optional[Path]:
+    """The checkpoint the tracker file names, or None when there is none.
+
+    Raises:
+        FileNotFoundError: when the tracker names a checkpoint folder that does not exist.
+    """
+    tracker = Path(root) / TRACKER_FILE
+    if not tracker.is_file():
+        return None
+    step = int(tracker.read_text().strip())
+    path = Path(root) / f"global_step_{step}"
+    if not path.is_dir():
+        raise FileNotFoundError(f"{tracker} names step {step} but {path} is missing")
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, policies: dict[str, Any]) -> dict:
+    """Load both policies (weights, optimizer, scheduler, RNG) and the driver RNG; return the loop state."""
+    path = Path(path)
+    state = json.loads((path / "loop_state.json").read_text())
+    for name, policy in policies.items():
+        policy.load(str((path / name).resolve()), global_steps=state["policies"][name]["global_steps"])
+        policy.generation_calls = state["policies"][name]["generation_calls"]
+    restore_rng(torch.load(path / "rng.pt", weights_only=False))
+    return state

@@ -1,0 +1,124 @@
+"""Stage 2, difficulty filter: Player rollouts per problem → pseudo-label → keep the problems whose
+pass rate is in the band.
+
+Paper §3 / released `RayCPTrainer._filter`: n Player rollouts per Coach problem; the majority
+answer is the pseudo-label y*; the pass rate is the share of the group equal to y*; a problem is kept
+iff band_low ≤ pass rate ≤ band_high (both inclusive), decided per problem (whole groups kept or
+dropped). A tie at the top or a "no answer" majority gives no label and drops the problem.
+
+Departures (`# CPMöbius:`): votes cluster equivalent answers (`cpmobius.grading`; the released code
+compares raw strings); truncated rollouts never vote (BR-28; the pass-rate denominator stays n);
+the band is applied to integer counts so 0.2·n and 0.8·n have no float drift (BR-21).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from cpmobius.grading import majority_vote
+from cpmobius.prompts import player_prompt
+from cpmobius.settings import FilterSettings
+
+DROP_REASONS = ("no_answer", "tie", "below_band", "above_band")
+
+
+@dataclass
+class GroupOutcome:
+    """The vote and the filter decision for one problem's group of n rollouts.
+
+    Attributes:
+        pseudo_label: the group's majority answer, or None.
+        pass_rate: share of the n rollouts agreeing with it (0 without a label).
+        agrees: (n,) whether each rollout's answer equals the pseudo-label.
+        truncated: (n,) whether each rollout stopped at the length limit.
+        kept: the problem trains the Player (and, with a reward, the Coach).
+        drop_reason: None when kept, else one of `DROP_REASONS`.
+    """
+
+    pseudo_label: Optional[str]
+    pass_rate: float
+    agrees: list[bool]
+    truncated: list[bool]
+    kept: bool
+    drop_reason: Optional[str]
+    extra: dict = field(default_factory=dict)
+
+
+def decide(vote_label: Optional[str], agreeing: int, n: int, settings: FilterSettings, tie: bool) -> Optional[str]:
+    """The drop reason of a group, or None to keep it.
+
+    Args:
+        vote_label: the pseudo-label (None for a tie or a "no answer" majority).
+        agreeing: rollouts agreeing with it.
+        n: group size.
+        settings: band and switches.
+        tie: whether the top clusters tied.
+    """
+    if vote_label is None:
+        return "tie" if tie else "no_answer"
+    if not settings.enabled:
+        return None  # the paper's "no filter" ablation keeps every labelled problem
+    low, high = settings.count_band(n)
+    if agreeing < low:
+        return "below_band"
+    if agreeing > high:
+        return "above_band"
+    return None
+
+
+def assign_pseudo_labels(
+    texts: Sequence[str], truncated: Sequence[bool], n: int, settings: FilterSettings, mode: str = "cpmobius"
+) -> list[GroupOutcome]:
+    """Vote and filter each contiguous group of n responses.
+
+    Args:
+        texts: (G·n,) decoded Player responses, groups contiguous.
+        truncated: (G·n,) length-stopped flags.
+        n: rollouts per problem.
+        settings: filter settings.
+        mode: grading mode ("cpmobius" or "released").
+
+    Returns:
+        G `GroupOutcome`s in group order.
+
+    Raises:
+        ValueError: when the response count is not a multiple of n.
+    """
+    if len(texts) % n or len(texts) != len(truncated):
+        raise ValueError(f"{len(texts)} responses / {len(truncated)} flags do not form groups of {n}")
+    outcomes = []
+    for start in range(0, len(texts), n):
+        group_texts, group_truncated = list(texts[start : start + n]), list(truncated[start : start + n])
+        # CPMöbius: truncated rollouts never vote (BR-28); equivalent answers form one cluster.
+        vote = majority_vote(responses=group_texts, truncated=group_truncated, mode=mode)
+        agreeing = sum(vote.agrees)
+        sizes = sorted((len(c) for c in vote.clusters), reverse=True)
+        tie = len(sizes) > 1 and sizes[0] == sizes[1]
+        reason = decide(vote.pseudo_label, agreeing, n, settings, tie)
+        outcomes.append(
+            GroupOutcome(
+                pseudo_label=vote.pseudo_label,
+                pass_rate=agreeing / n if vote.pseudo_label is not None else 0.0,
+                agrees=list(vote.agrees) if vote.pseudo_label is not None else [False] * n,
+                truncated=group_truncated,
+                kept=reason is None,
+                drop_reason=reason,
+            )
+        )
+    return outcomes
+
+
+def roll_out_and_filter(
+    player: Any, problems: Sequence[str], n: int, settings: FilterSettings, system_prompt: Optional[str] = None
+) -> tuple[Any, list[GroupOutcome]]:
+    """n Player rollouts for each problem, then `assign_pseudo_labels`.
+
+    Returns:
+        ``(player_batch, outcomes)``: the rollouts (P·n rows, groups contiguous, one uid per group)
+        and one outcome per problem. These rollouts are the GRPO training rollouts: nothing is
+        generated twice.
+    """
+    batch = player.generate([player_prompt(text, system_prompt) for text in problems], n=n)
+    texts, truncated = player.decode_responses(batch)
+    return batch, assign_pseudo_labels(texts, truncated, n, settings)

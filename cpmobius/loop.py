@@ -1,0 +1,351 @@
+"""The CPMöbius loop (paper Algorithm 1): orchestration only, no math.
+
+`CoachPlayerLoop.step` is one iteration: Coach generation and the difficulty filter (resampled
+until the quota is met or the attempt cap is hit) → Player GRPO update on the filter's own rollouts
+→ validation and Δt → Coach REINFORCE update → optional Player rollback. `fit` validates once
+before the loop, runs the steps, logs, archives every generated problem, and checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from verl import DataProto
+
+from cpmobius import checkpoint, metrics
+from cpmobius.coach import Problem, propose_problems
+from cpmobius.difficulty_filter import GroupOutcome, roll_out_and_filter
+from cpmobius.rewards import (
+    coach_advantages,
+    coach_rewards,
+    grpo_advantages,
+    player_token_rewards,
+    token_weighted_mean_advantage,
+)
+from cpmobius.settings import Settings
+from cpmobius.validation import DeltaTracker, load_validation_set, measure_accuracy
+
+STAGES = ("coach", "difficulty_filter", "player_update", "validation", "coach_update", "rollback")
+
+
+class QuotaNotMetError(RuntimeError):
+    """The filter could not fill its quota and ``filter.on_shortfall`` is "error"."""
+
+
+@dataclass
+class KeptProblems:
+    """The problems one step trains on: their groups' rollouts and their Coach rows, aligned.
+
+    ``player_batch`` has K·n rows (group i is rows i·n … i·n+n−1); ``coach_batch`` has K rows.
+    """
+
+    problems: list[Problem]
+    outcomes: list[GroupOutcome]
+    player_batch: Optional[DataProto]
+    coach_batch: Optional[DataProto]
+
+    def __len__(self) -> int:
+        return len(self.problems)
+
+
+@dataclass
+class LoopState:
+    """Everything besides the two policies that a resumed run needs (saved in each checkpoint)."""
+
+    step: int = 0
+    best_val: Optional[float] = None
+    steps_without_improvement: int = 0
+    rollbacks: int = 0
+    delta_t_history: list[float] = field(default_factory=list)
+    filter_totals: dict[str, int] = field(default_factory=dict)
+    delta_tracker: dict = field(default_factory=dict)
+
+
+class CoachPlayerLoop:
+    """Coach and Player co-evolution on verl.
+
+    Args:
+        cfg: the composed config (``trainer.*`` for steps, checkpoints and logging).
+        settings: validated stage settings (`cpmobius.settings.load_settings`).
+        coach: the Coach `Policy`, started.
+        player: the Player `Policy`, started.
+        logger: an object with ``log(data, step)`` (verl's `Tracking`), or None.
+        ground_truth: optional function problem text → true answer or None (the toy world), for
+            ``pseudo_label/*`` metrics.
+    """
+
+    def __init__(self, cfg: Any, settings: Settings, coach: Any, player: Any, logger: Any = None, ground_truth: Any = None):
+        self.cfg = cfg
+        self.settings = settings
+        self.coach, self.player = coach, player
+        self.logger = logger
+        self.ground_truth = ground_truth
+        self.output_dir = Path(cfg.trainer.default_local_dir)
+        self.val_set = load_validation_set(settings.validation)
+        self.delta = DeltaTracker(settings.validation.ema_decay)
+        self.state = LoopState()
+        self.stage_log: list[str] = []
+        self._timings: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ Algorithm 1
+
+    def step(self) -> dict[str, float]:
+        """One coach–player iteration; returns its metrics."""
+        self._timings = {}
+        kept, step_metrics = self.collect_problems()  # coach generation + difficulty filter
+        if kept is None:
+            return {**step_metrics, **self._skipped_step()}
+        with self.timed("player_update"):
+            step_metrics.update(self.update_player(kept))
+        with self.timed("validation"):
+            delta_t, val_metrics = self.validate()
+        with self.timed("coach_update"):
+            step_metrics.update(self.update_coach(kept, delta_t))
+        with self.timed("rollback"):
+            step_metrics.update(self.maybe_roll_back(val_metrics["val/accuracy"]))
+        return {**step_metrics, **val_metrics, "val/delta_t": delta_t, **self._timing_metrics()}
+
+    # ------------------------------------------------------------------ stages
+
+    def collect_problems(self) -> tuple[Optional[KeptProblems], dict[str, float]]:
+        """Coach batches → Player rollouts → filter, until ``filter.quota`` problems are kept.
+
+        Each attempt proposes ceil(missing × oversample) candidates in one Coach batch; kept groups
+        accumulate across attempts; surplus problems of the last attempt are dropped (released code).
+
+        Returns:
+            ``(kept, metrics)``; ``kept`` is None when the step must be skipped.
+
+        Raises:
+            QuotaNotMetError: quota not met after ``filter.max_attempts`` with ``on_shortfall: error``.
+        """
+        fs, n = self.settings.filter, self.settings.player.n
+        kept = KeptProblems([], [], None, None)
+        rejected, all_outcomes, label_correct, archive = Counter(), [], [], []
+        candidates = attempts = surplus = 0
+        while len(kept) < fs.quota and attempts < fs.max_attempts:
+            attempts += 1
+            count = math.ceil((fs.quota - len(kept)) * fs.oversample)
+            with self.timed("coach"):
+                self.coach.activate()
+                problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
+            candidates += count
+            rejected.update(attempt_rejected)
+            valid = [p for p in problems if p.valid]
+            archive += [self._archive_row(attempts, p, None, None) for p in problems if not p.valid]
+            if not valid:
+                continue
+            with self.timed("difficulty_filter"):
+                self.player.activate()
+                player_batch, outcomes = roll_out_and_filter(
+                    self.player, [p.text for p in valid], n, fs, self.settings.player.system_prompt
+                )
+            for index, (problem, outcome) in enumerate(zip(valid, outcomes)):
+                truth = self.ground_truth(problem.text) if self.ground_truth else None
+                correct = None if truth is None or outcome.pseudo_label is None else outcome.pseudo_label == truth
+                all_outcomes.append(outcome)
+                label_correct.append(correct)
+                archive.append(self._archive_row(attempts, problem, outcome, correct))
+                if not outcome.kept:
+                    continue
+                if len(kept) >= fs.quota:
+                    surplus += 1
+                    continue
+                self._append_kept(kept, problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_batch.select_idxs([problem.coach_row]))
+        self._write_archive(archive)
+        step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus)
+        step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct))
+        step_metrics.update(metrics.length_metrics("coach/problem_chars", [len(p.text) for p in kept.problems]))
+        for key in ("kept", "groups", "attempts"):
+            self.state.filter_totals[key] = self.state.filter_totals.get(key, 0) + int(step_metrics[f"filter/{key}"])
+        if len(kept) < fs.quota:
+            if fs.on_shortfall == "error":
+                raise QuotaNotMetError(
+                    f"filter kept {len(kept)} of {fs.quota} problems after {attempts} attempts "
+                    f"(filter.max_attempts={fs.max_attempts}); see {self._archive_path()}"
+                )
+            if fs.on_shortfall == "skip_step" or len(kept) < fs.min_kept:
+                return None, step_metrics
+        return kept, step_metrics
+
+    def update_player(self, kept: KeptProblems) -> dict[str, float]:
+        """GRPO on the kept groups' rollouts: binary reward vs the pseudo-label, verl's update."""
+        batch = kept.player_batch
+        agrees = [agree for outcome in kept.outcomes for agree in outcome.agrees]
+        mask = batch.batch["response_mask"]
+        rewards = player_token_rewards(agrees, mask)
+        batch.batch["advantages"] = grpo_advantages(rewards, mask, batch.non_tensor_batch["uid"])
+        batch.batch["old_log_probs"], _ = self.player.compute_log_probs(batch)
+        if self.player.uses_reference:
+            batch.batch["ref_log_prob"] = self.player.compute_ref_log_probs(batch)
+        update_metrics = self.player.update(batch)
+        lengths = mask.sum(dim=1).float().tolist()
+        return {
+            **metrics.prefixed(update_metrics, "player"),
+            "player/reward_mean": sum(agrees) / len(agrees),
+            **metrics.length_metrics("player/response_length", lengths),
+        }
+
+    def validate(self) -> tuple[float, dict[str, float]]:
+        """Validation accuracy after the Player update, and Δt against the score before it."""
+        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.settings.player.system_prompt)
+        delta_t = self.delta.update(result.accuracy)
+        self.state.delta_t_history.append(delta_t)
+        return delta_t, {
+            "val/accuracy": result.accuracy,
+            "val/response_length_mean": result.mean_response_tokens,
+            **{f"val/grade/{status}": count for status, count in result.grade_counts.items()},
+        }
+
+    def update_coach(self, kept: KeptProblems, delta_t: float) -> dict[str, float]:
+        """REINFORCE on the kept problems' Coach rows with R_i (`cpmobius.rewards.coach_rewards`).
+
+        Skipped when Δt == 0 (released code) or ``coach.update`` is false.
+        """
+        cs, n = self.settings.coach, self.settings.player.n
+        if not cs.update or delta_t == 0.0:
+            return {"coach/updated": 0.0}
+        player_adv, player_mask = kept.player_batch.batch["advantages"], kept.player_batch.batch["response_mask"]
+        mean_adv = [
+            token_weighted_mean_advantage(player_adv[i * n : (i + 1) * n], player_mask[i * n : (i + 1) * n])
+            for i in range(len(kept))
+        ]
+        rewards = coach_rewards(cs.reward, delta_t, [o.pass_rate for o in kept.outcomes], mean_adv)
+        batch = kept.coach_batch
+        batch.batch["advantages"] = coach_advantages(rewards, batch.batch["response_mask"])
+        batch.batch["old_log_probs"], _ = self.coach.compute_log_probs(batch)
+        if self.coach.uses_reference:
+            batch.batch["ref_log_prob"] = self.coach.compute_ref_log_probs(batch)
+        update_metrics = self.coach.update(batch)
+        return {**metrics.prefixed(update_metrics, "coach"), "coach/updated": 1.0, "coach/reward_mean": sum(rewards) / len(rewards)}
+
+    def maybe_roll_back(self, score: float) -> dict[str, float]:
+        """Released option: keep the best-on-validation Player; after ``patience`` non-improving steps
+        (counted from ``begin_step``) with a score below the best, restore it."""
+        rb, state = self.settings.player.rollback, self.state
+        if not rb.enabled:
+            return {}
+        best_dir = self.output_dir / "best_player"
+        if state.best_val is None or score > state.best_val:
+            state.best_val, state.steps_without_improvement = score, 0
+            self.player.save(str(best_dir.resolve()))
+        elif self.state.step + 1 >= rb.begin_step:
+            state.steps_without_improvement += 1
+            if state.steps_without_improvement >= rb.patience and score < state.best_val:
+                self.player.load(str(best_dir.resolve()))
+                state.rollbacks += 1
+                state.steps_without_improvement = 0
+                # CPMöbius: Δt restarts from the restored Player's score, so the next Coach reward
+                # does not credit the rollback's jump (the released code does).
+                self.delta.start(state.best_val)
+        return {"player/rollbacks": state.rollbacks, "player/best_val": state.best_val}
+
+    # ------------------------------------------------------------------ fit
+
+    def fit(self) -> LoopState:
+        """Validate once, then run steps up to ``trainer.total_training_steps``, resuming if asked."""
+        total = int(self.cfg.trainer.total_training_steps)
+        if not self.try_resume():
+            with self.timed("validation"):
+                result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.settings.player.system_prompt)
+            self.delta.start(result.accuracy)
+            self._log({"val/accuracy": result.accuracy, **self._timing_metrics()}, step=0)
+        while self.state.step < total:
+            started = time.perf_counter()
+            step_metrics = self.step()
+            self.state.step += 1
+            step_metrics["timing_s/step"] = time.perf_counter() - started
+            step_metrics.update(self._loop_metrics())
+            self._log(step_metrics, step=self.state.step)
+            save_freq = int(self.cfg.trainer.save_freq)
+            if (save_freq > 0 and self.state.step % save_freq == 0) or self.state.step == total:
+                self.save()
+        return self.state
+
+    def save(self) -> Path:
+        state = self.state
+        state.delta_tracker = self.delta.state_dict()
+        loop_state = {
+            **{k: getattr(state, k) for k in LoopState.__dataclass_fields__},
+            "policies": {
+                name: {"global_steps": p.global_steps, "generation_calls": p.generation_calls}
+                for name, p in (("coach", self.coach), ("player", self.player))
+            },
+        }
+        return checkpoint.save_checkpoint(self.output_dir, state.step, {"coach": self.coach, "player": self.player}, loop_state, self.cfg)
+
+    def try_resume(self) -> bool:
+        """Resume from the latest checkpoint when ``trainer.resume_mode`` is auto (or from
+        ``trainer.resume_from_path`` with resume_path). Returns whether a checkpoint was loaded."""
+        mode = self.cfg.trainer.resume_mode
+        if mode == "disable":
+            return False
+        path = Path(self.cfg.trainer.resume_from_path) if mode == "resume_path" else checkpoint.find_latest_checkpoint(self.output_dir)
+        if path is None:
+            return False
+        saved = checkpoint.load_checkpoint(path, {"coach": self.coach, "player": self.player})
+        self.state = LoopState(**{k: saved[k] for k in LoopState.__dataclass_fields__})
+        self.delta.load_state_dict(self.state.delta_tracker)
+        print(f"[cpmobius] resumed from {path} at step {self.state.step}", flush=True)
+        return True
+
+    # ------------------------------------------------------------------ helpers
+
+    @contextmanager
+    def timed(self, stage: str):
+        if not self.stage_log or self.stage_log[-1] != stage:
+            self.stage_log.append(stage)
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._timings[stage] = self._timings.get(stage, 0.0) + time.perf_counter() - started
+
+    def _timing_metrics(self) -> dict[str, float]:
+        return {f"timing_s/{stage}": seconds for stage, seconds in self._timings.items()}
+
+    def _loop_metrics(self) -> dict[str, float]:
+        return {
+            "loop/engine_switches": float(self.player.guard.switches),
+            "loop/filter_kept_total": float(self.state.filter_totals.get("kept", 0)),
+        }
+
+    def _skipped_step(self) -> dict[str, float]:
+        # BR-21: no Player update, so the Player's score and Δt are unchanged (0); nothing to reward.
+        self.state.delta_t_history.append(0.0)
+        return {"val/delta_t": 0.0, "loop/skipped": 1.0, "coach/updated": 0.0, **self._timing_metrics()}
+
+    @staticmethod
+    def _append_kept(kept: KeptProblems, problem: Problem, outcome: GroupOutcome, rows: DataProto, coach_row: DataProto) -> None:
+        # Attempts differ in their generation timings; only the sampling temperature travels on.
+        rows.meta_info = {"temperature": rows.meta_info["temperature"]}
+        coach_row.meta_info = {"temperature": coach_row.meta_info["temperature"]}
+        kept.problems.append(problem)
+        kept.outcomes.append(outcome)
+        kept.player_batch = rows if kept.player_batch is None else DataProto.concat([kept.player_batch, rows])
+        kept.coach_batch = coach_row if kept.coach_batch is None else DataProto.concat([kept.coach_batch, coach_row])
+
+    def _archive_row(self, attempt: int, problem: Problem, outcome: Optional[GroupOutcome], label_correct: Optional[bool]) -> dict:
+        row = {"step": self.state.step + 1, "attempt": attempt, "text": problem.text, "valid": problem.valid, "reject_reason": problem.reject_reason}
+        if outcome is not None:
+            row.update(pass_rate=outcome.pass_rate, pseudo_label=outcome.pseudo_label, kept=outcome.kept, drop_reason=outcome.drop_reason, pseudo_label_correct=label_correct)
+        return row
+
+    def _archive_path(self) -> Path:
+        return self.output_dir / "problems" / f"step_{self.state.step + 1:06d}.jsonl"
+
+    def _write_archive(self, rows: list[dict]) -> None:
+        path = self._archive_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def _log(self, data: dict[str, float], step: int) -> None:
+        if self.logger is not None:
+            self.logger.log(data=data, step=step)

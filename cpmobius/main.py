@@ -1,0 +1,137 @@
+"""Entry point: ``python -m cpmobius.main [group=option ...] [key=value ...]`` (Hydra).
+
+With no arguments it runs the embedded default: the toy world (`cpmobius.toy_world`) on this
+machine's CPU through verl, a few steps, one table row per step; nothing is downloaded. Every
+config value is validated before Ray or any worker starts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+
+from cpmobius.config import CONFIG_DIR, CONFIG_NAME, apply_env_to_driver, build_policy_configs, ray_init_kwargs
+from cpmobius.settings import load_settings
+
+TABLE_COLUMNS = (
+    ("step", "{:>4}", "step"),
+    ("val/accuracy", "{:>7.3f}", "val_acc"),
+    ("val/delta_t", "{:>+8.3f}", "delta_t"),
+    ("filter/kept", "{:>4.0f}", "kept"),
+    ("filter/attempts", "{:>4.0f}", "att"),
+    ("filter/kept_pass_rate_mean", "{:>9.2f}", "pass_rate"),
+    ("pseudo_label/accuracy", "{:>8.2f}", "label_ok"),
+    ("coach/valid_frac", "{:>7.2f}", "valid"),
+    ("coach/updated", "{:>5.0f}", "c_upd"),
+    ("timing_s/coach", "{:>7.1f}", "coach_s"),
+    ("timing_s/difficulty_filter", "{:>8.1f}", "filter_s"),
+    ("timing_s/player_update", "{:>8.1f}", "update_s"),
+    ("timing_s/validation", "{:>7.1f}", "val_s"),
+    ("timing_s/step", "{:>7.1f}", "step_s"),
+)
+
+
+class StepTable:
+    """Prints one row per step (a logger backend next to verl's `Tracking`)."""
+
+    def __init__(self) -> None:
+        self._header_printed = False
+
+    def log(self, data: dict[str, Any], step: int) -> None:
+        if not self._header_printed:
+            print(" ".join(f"{label:>{len(fmt.format(0)) if 'f' in fmt else 4}}" for _, fmt, label in TABLE_COLUMNS), flush=True)
+            self._header_printed = True
+        cells = []
+        for key, fmt, _ in TABLE_COLUMNS:
+            value = step if key == "step" else data.get(key)
+            width = len(fmt.format(0))
+            cells.append(fmt.format(value) if value is not None else " " * (width - 1) + "-")
+        print(" ".join(cells), flush=True)
+
+
+class Loggers:
+    """Fan-out to verl's `Tracking` backends and the step table."""
+
+    def __init__(self, *backends: Any) -> None:
+        self.backends = [b for b in backends if b is not None]
+
+    def log(self, data: dict[str, Any], step: int) -> None:
+        for backend in self.backends:
+            backend.log(data=data, step=step)
+
+
+def make_tracking(cfg: DictConfig) -> Any:
+    """verl's `Tracking` for ``trainer.logger`` (console, file = JSONL, tensorboard, wandb, ...)."""
+    from omegaconf import OmegaConf
+    from verl.utils.tracking import Tracking
+
+    backends = list(cfg.trainer.logger)
+    if not backends:
+        return None
+    os.makedirs(cfg.trainer.default_local_dir, exist_ok=True)
+    os.environ.setdefault("VERL_FILE_LOGGER_PATH", os.path.join(cfg.trainer.default_local_dir, "metrics.jsonl"))
+    os.environ.setdefault("TENSORBOARD_DIR", os.path.join(cfg.trainer.default_local_dir, "tensorboard"))
+    return Tracking(
+        project_name=cfg.trainer.project_name,
+        experiment_name=cfg.trainer.experiment_name,
+        default_backend=backends,
+        config=OmegaConf.to_container(cfg, resolve=True),
+    )
+
+
+def prepare_models(cfg: DictConfig, settings: Any) -> None:
+    """Build (and cache) the toy models when the config asks for them; real checkpoints are used as given."""
+    if cfg.model.get("name") == "tiny":
+        from cpmobius.toy_world import PretrainSpec, materialize_toy_models
+
+        materialize_toy_models(
+            cfg.model.coach_path,
+            cfg.model.player_path,
+            settings.coach.instruction,
+            tiny_spec=dict(cfg.model.tiny_spec),
+            pretrain_spec=PretrainSpec(**cfg.model.get("pretrain", {})),
+        )
+
+
+def run(cfg: DictConfig) -> Any:
+    """Validate everything, start Ray and both policies, run the loop. Returns the final `LoopState`."""
+    import ray
+
+    settings = load_settings(cfg)
+    configs = build_policy_configs(cfg)
+    prepare_models(cfg, settings)
+    apply_env_to_driver(cfg)
+    import cpmobius.verl_ext  # noqa: F401  (platform and rollout registered in the driver too)
+    from cpmobius.loop import CoachPlayerLoop
+    from cpmobius.policy import EngineGuard, Policy, make_resource_pool
+    from cpmobius.toy_world import solve
+
+    if not ray.is_initialized():
+        ray.init(**ray_init_kwargs(cfg))
+    pool, guard = make_resource_pool(cfg), EngineGuard()
+    coach = Policy("coach", configs["coach"], pool, guard).start()
+    player = Policy("player", configs["player"], pool, guard).start()
+    ground_truth = solve if settings.validation.dataset == "toy" else None
+    loop = CoachPlayerLoop(cfg, settings, coach, player, Loggers(make_tracking(cfg), StepTable()), ground_truth)
+    state = loop.fit()
+    print(f"[cpmobius] done: {state.step} steps; checkpoints and problem archive in {cfg.trainer.default_local_dir}", flush=True)
+    return state
+
+
+@hydra.main(config_path=str(CONFIG_DIR), config_name=CONFIG_NAME, version_base=None)
+def main(cfg: DictConfig) -> None:
+    from cpmobius.config import ConfigError
+
+    try:
+        run(cfg)
+    except ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Every metric key the loop logs, built in one place (README "Logged metrics" defines them).
+
+verl's own keys are kept as they are (``actor/*`` renamed per policy to ``player/actor/*`` and
+``coach/actor/*``); ours are namespaced by stage: ``coach/*``, ``filter/*``, ``pseudo_label/*``,
+``player/*``, ``val/*``, ``timing_s/<stage>``, ``loop/*``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from cpmobius.coach import REJECT_REASONS
+from cpmobius.difficulty_filter import DROP_REASONS
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else 0.0
+
+
+def filter_metrics(
+    attempts: int, candidates: int, rejected: Counter, outcomes: Sequence[Any], kept: int, quota: int, surplus: int
+) -> dict[str, float]:
+    """``coach/*`` candidate counts and ``filter/*`` decisions of one step (all attempts)."""
+    metrics = {
+        "coach/candidates": candidates,
+        "coach/valid_frac": (candidates - sum(rejected.values())) / candidates if candidates else 0.0,
+        "filter/attempts": attempts,
+        "filter/groups": len(outcomes),
+        "filter/kept": kept,
+        "filter/quota": quota,
+        "filter/quota_met": float(kept >= quota),
+        "filter/surplus_dropped": surplus,
+        "filter/kept_frac": kept / len(outcomes) if outcomes else 0.0,
+        "filter/pass_rate_mean": _mean([o.pass_rate for o in outcomes]),
+        "filter/kept_pass_rate_mean": _mean([o.pass_rate for o in outcomes if o.kept]),
+        "filter/truncated_frac": _mean([np.mean(o.truncated) for o in outcomes]) if outcomes else 0.0,
+    }
+    for reason in REJECT_REASONS:
+        metrics[f"coach/rejected/{reason}"] = rejected.get(reason, 0)
+    drops = Counter(o.drop_reason for o in outcomes if not o.kept)
+    for reason in DROP_REASONS:
+        metrics[f"filter/dropped/{reason}"] = drops.get(reason, 0)
+    return metrics
+
+
+def pseudo_label_metrics(outcomes: Sequence[Any], label_correct: Sequence[Optional[bool]]) -> dict[str, float]:
+    """``pseudo_label/*``: how often the majority answer is the true answer, when it is known."""
+    known = [(o, c) for o, c in zip(outcomes, label_correct) if c is not None and o.pseudo_label is not None]
+    if not known:
+        return {}
+    return {
+        "pseudo_label/accuracy": _mean([float(c) for _, c in known]),
+        "pseudo_label/kept_accuracy": _mean([float(c) for o, c in known if o.kept]) if any(o.kept for o, _ in known) else 0.0,
+    }
+
+
+def prefixed(metrics: dict[str, float], prefix: str) -> dict[str, float]:
+    """verl's metric dict under a role prefix: ``actor/pg_loss`` → ``player/actor/pg_loss``."""
+    return {f"{prefix}/{key}": value for key, value in metrics.items()}
+
+
+def length_metrics(prefix: str, lengths: Sequence[float]) -> dict[str, float]:
+    return {f"{prefix}/mean": _mean(lengths), f"{prefix}/max": float(max(lengths)) if len(lengths) else 0.0}

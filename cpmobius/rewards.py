@@ -1,0 +1,126 @@
+"""Rewards and advantages: the Player's reward against the pseudo-label (GRPO), and the Coach's reward.
+
+Player (paper §3, released `MajorityVoteRewardManager`): reward 1 for a rollout whose answer equals
+the pseudo-label, else 0, placed on its last response token; GRPO advantages per group through
+verl's `compute_grpo_outcome_advantage` ((r − mean)/(std + ε), broadcast over response tokens). The
+released code uses ±1 instead of 1/0: GRPO's normalisation makes the two identical.
+
+Coach (paper Eq. for R_i; released `_proposer_val_reward`), one value per *kept* problem:
+
+| variant              | R_i                                             | source                        |
+|----------------------|-------------------------------------------------|-------------------------------|
+| `paper`              | pass_rate_i × Δt                                | paper (default)               |
+| `released_uniform`   | 100 · Δt                                        | released 1.5B script          |
+| `released_advantage` | 100 · Δt × token-weighted mean Player advantage | released 7B / 3B scripts      |
+
+Δt is the change of validation accuracy as a fraction (0.04 = 4 points). No baseline and no
+normalisation (released code: singleton GRPO groups), so a continuous reward is never divided by a
+near-zero std (BR-25). Problems that were rejected or filtered out carry no reward at all (`None`),
+never a number standing in for one (BR-39); the Coach update trains on kept problems only.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from cpmobius.settings import COACH_REWARDS
+
+
+def player_token_rewards(agrees: Sequence[bool], response_mask: torch.Tensor) -> torch.Tensor:
+    """Binary reward vs the pseudo-label on each rollout's last response token.
+
+    Args:
+        agrees: (B,) whether rollout b's answer equals its group's pseudo-label.
+        response_mask: (B, T) 1 on response tokens.
+
+    Returns:
+        (B, T) float32, zero except at each row's last response token.
+    """
+    rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
+    lengths = response_mask.long().sum(dim=1)
+    for row, (agree, length) in enumerate(zip(agrees, lengths.tolist())):
+        if length > 0:
+            rewards[row, length - 1] = 1.0 if agree else 0.0
+    return rewards
+
+
+def grpo_advantages(token_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: Sequence[str]) -> torch.Tensor:
+    """GRPO outcome advantages through verl (`core_algos.compute_grpo_outcome_advantage`).
+
+    Args:
+        token_rewards: (B, T) from `player_token_rewards`.
+        response_mask: (B, T).
+        group_ids: (B,) the group (uid) of each row.
+
+    Returns:
+        (B, T) float32 advantages, zero on padding; exactly zero for a zero-variance group.
+    """
+    import numpy as np
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    advantages, _ = compute_grpo_outcome_advantage(
+        token_level_rewards=token_rewards,
+        response_mask=response_mask.float(),
+        index=np.asarray(group_ids, dtype=object),
+        norm_adv_by_std_in_grpo=True,
+    )
+    return advantages.float()
+
+
+def token_weighted_mean_advantage(advantages: torch.Tensor, response_mask: torch.Tensor) -> float:
+    """Mean of the non-padding token advantages of one group's rollouts (released `advantages` statistic).
+
+    Args:
+        advantages: (n, T) one group's GRPO advantages.
+        response_mask: (n, T).
+    """
+    mask = response_mask.bool()
+    return float(advantages[mask].mean()) if mask.any() else 0.0
+
+
+def coach_rewards(
+    variant: str,
+    delta_t: float,
+    pass_rates: Sequence[float],
+    mean_player_advantages: Optional[Sequence[float]] = None,
+) -> list[float]:
+    """R_i for each kept problem (table in the module docstring).
+
+    Args:
+        variant: one of `COACH_REWARDS`.
+        delta_t: validation accuracy after minus before the Player update, as a fraction.
+        pass_rates: (K,) pass rate of each kept problem.
+        mean_player_advantages: (K,) token-weighted mean Player advantage per kept problem
+            (`released_advantage` only).
+
+    Returns:
+        K floats.
+
+    Raises:
+        ValueError: unknown variant, or `released_advantage` without advantages.
+    """
+    if variant not in COACH_REWARDS:
+        raise ValueError(f"unknown coach reward {variant!r}; expected one of {COACH_REWARDS}")
+    if variant == "paper":
+        return [float(rate) * delta_t for rate in pass_rates]
+    if variant == "released_uniform":
+        return [100.0 * delta_t for _ in pass_rates]
+    if mean_player_advantages is None or len(mean_player_advantages) != len(pass_rates):
+        raise ValueError("released_advantage needs one mean Player advantage per kept problem")
+    # Released code: a mean advantage of exactly 0 becomes -1.
+    return [100.0 * delta_t * (adv if adv != 0.0 else -1.0) for adv in mean_player_advantages]
+
+
+def coach_advantages(rewards: Sequence[float], response_mask: torch.Tensor) -> torch.Tensor:
+    """REINFORCE advantages: R_i on every response token of Coach row i; no baseline, no normalisation.
+
+    Args:
+        rewards: (K,) Coach rewards.
+        response_mask: (K, T).
+
+    Returns:
+        (K, T) float32.
+    """
+    return torch.tensor(list(rewards), dtype=torch.float32)[:, None] * response_mask.float()

@@ -1,0 +1,189 @@
+"""Typed, validated settings of each loop stage, built from the Hydra config before any worker starts.
+
+One dataclass per config group; each field's comment gives meaning, unit and paper symbol; each
+``__post_init__`` rejects bad values with a `ConfigError` naming the key (``filter.band_low``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from fractions import Fraction
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from cpmobius.config import ConfigError
+
+COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
+SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
+
+
+def _require(condition: bool, key: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(f"{key}: {message}")
+
+
+@dataclass
+class CoachSettings:
+    """Config group ``coach`` (the ``verl`` delta aside)."""
+
+    # The one fixed user message the Coach answers with a problem (released code: data.proposer_prompt).
+    instruction: str = "Generate a valid math problem."
+    # Reject malformed candidates (empty, over-long, no question, chatter, several problems, leaked answer).
+    validate: bool = True
+    # Longest accepted problem, in characters.
+    max_problem_chars: int = 2000
+    # Candidates whose normalised texts are at least this similar (0–1) to an earlier one are duplicates; 1 = off.
+    duplicate_similarity: float = 0.9
+    # Coach reward R_i: "paper" = pass_rate_i × Δt; "released_uniform" = 100·Δt (released 1.5B script);
+    # "released_advantage" = 100·Δt × token-weighted mean Player advantage (released 7B/3B scripts).
+    reward: str = "paper"
+    # Train the Coach at all (False = the paper's "no Coach update" ablation).
+    update: bool = True
+
+    def __post_init__(self) -> None:
+        _require(bool(self.instruction.strip()), "coach.instruction", "must not be empty")
+        _require(self.max_problem_chars > 0, "coach.max_problem_chars", "must be positive")
+        _require(0.0 < self.duplicate_similarity <= 1.0, "coach.duplicate_similarity", "must be in (0, 1]")
+        _require(self.reward in COACH_REWARDS, "coach.reward", f"must be one of {COACH_REWARDS}, got {self.reward!r}")
+
+
+@dataclass
+class RollbackSettings:
+    """Config group ``player.rollback``: the released code's return to the best-on-validation Player."""
+
+    # Enable rollback (released scripts: save_load_actor=True).
+    enabled: bool = False
+    # Non-improving validation steps before rolling back (released: save_load_interval = 15).
+    patience: int = 15
+    # First step at which non-improving steps are counted (released 1.5B: save_load_begin_steps = 100).
+    begin_step: int = 100
+
+    def __post_init__(self) -> None:
+        _require(self.patience >= 1, "player.rollback.patience", "must be >= 1")
+        _require(self.begin_step >= 0, "player.rollback.begin_step", "must be >= 0")
+
+
+@dataclass
+class PlayerSettings:
+    """Config group ``player`` (the ``verl`` delta aside)."""
+
+    # Rollouts per problem, n in the paper (released: 16); they are the filter's and the GRPO group.
+    n: int = 16
+    # A system message for every Player prompt (training and validation alike), or None for the chat
+    # template's own default (Qwen2.5-Math inserts "Please reason step by step, ... \boxed{}.").
+    system_prompt: Optional[str] = None
+    rollback: Any = None
+
+    def __post_init__(self) -> None:
+        _require(self.n >= 2, "player.n", "a group needs at least 2 rollouts")
+        if not isinstance(self.rollback, RollbackSettings):
+            self.rollback = RollbackSettings(**(self.rollback or {}))
+
+
+@dataclass
+class FilterSettings:
+    """Config group ``filter``: the difficulty filter and its resampling."""
+
+    # Keep a problem iff band_low ≤ pass rate ≤ band_high, both inclusive (paper/released: [0.2, 0.8]).
+    band_low: float = 0.2
+    band_high: float = 0.8
+    # Kept problems per step, m in the paper (released: 16).
+    quota: int = 16
+    # Candidates per attempt = ceil(missing × oversample): one Coach batch covers the expected losses.
+    oversample: float = 2.0
+    # Attempts (Coach batch → Player rollouts → vote) per step before the shortfall policy applies.
+    max_attempts: int = 8
+    # What to do when the quota is not met: "train_on_fewer", "skip_step" or "error".
+    on_shortfall: str = "train_on_fewer"
+    # With train_on_fewer: fewer kept problems than this skip the step instead.
+    min_kept: int = 1
+    # Apply the band at all (False = the paper's "no filter" ablation: every labelled problem is kept).
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        _require(0.0 <= self.band_low <= 1.0, "filter.band_low", "must be in [0, 1]")
+        _require(0.0 <= self.band_high <= 1.0, "filter.band_high", "must be in [0, 1]")
+        _require(self.band_low <= self.band_high, "filter.band_low", "must not exceed filter.band_high")
+        _require(self.quota >= 1, "filter.quota", "must be >= 1")
+        _require(self.oversample >= 1.0, "filter.oversample", "must be >= 1")
+        _require(self.max_attempts >= 1, "filter.max_attempts", "must be >= 1")
+        _require(
+            self.on_shortfall in SHORTFALL_POLICIES,
+            "filter.on_shortfall",
+            f"must be one of {SHORTFALL_POLICIES}, got {self.on_shortfall!r}",
+        )
+        _require(1 <= self.min_kept <= self.quota, "filter.min_kept", "must be in [1, filter.quota]")
+
+    def count_band(self, n: int) -> tuple[int, int]:
+        """The band as agreeing-rollout counts for a group of n, exact (no float drift at 0.2/0.8)."""
+        low, high = Fraction(str(self.band_low)) * n, Fraction(str(self.band_high)) * n
+        return -(-low.numerator // low.denominator), high.numerator // high.denominator
+
+
+@dataclass
+class ValidationSettings:
+    """Config group ``validation``: the Player's validation accuracy and Δt."""
+
+    # "toy" (synthetic arithmetic), or a benchmark name under data_dir/eval (amc, minerva_math, ...),
+    # or a path to a JSONL file with "problem" and "answer" fields.
+    dataset: str = "toy"
+    # Folder holding eval/<name>/<name>.jsonl (the repository's shared data copy, or prepared data).
+    data_dir: Optional[str] = None
+    # Problems in the toy set; for a benchmark, keep the first `size` rows (null = all).
+    size: Optional[int] = 32
+    # Sampled responses per problem (released 1.5B: 10 copies of AMC at the Player's temperature).
+    samples_per_problem: int = 1
+    # Greedy decoding (then samples_per_problem must be 1); else rollout.val_kwargs sampling.
+    greedy: bool = True
+    # Δt from an exponential moving average of validation accuracy with this decay, or null for none
+    # (released option proposer_ema, decay 0.99, off in every script).
+    ema_decay: Optional[float] = None
+    # Seed of the toy validation set.
+    seed: int = 1234
+
+    def __post_init__(self) -> None:
+        _require(self.samples_per_problem >= 1, "validation.samples_per_problem", "must be >= 1")
+        _require(
+            not (self.greedy and self.samples_per_problem > 1),
+            "validation.samples_per_problem",
+            "greedy decoding gives identical samples: use 1, or set validation.greedy=false",
+        )
+        _require(self.size is None or self.size >= 1, "validation.size", "must be >= 1 or null")
+        _require(
+            self.ema_decay is None or 0.0 < self.ema_decay < 1.0, "validation.ema_decay", "must be in (0, 1) or null"
+        )
+
+
+@dataclass
+class Settings:
+    """All stage settings of a run."""
+
+    coach: CoachSettings
+    player: PlayerSettings
+    filter: FilterSettings
+    validation: ValidationSettings
+
+
+def _section(cfg: DictConfig, key: str, cls: type) -> Any:
+    node = OmegaConf.to_container(cfg[key], resolve=True) if key in cfg else {}
+    known = {f.name for f in fields(cls)}
+    node.pop("verl", None)
+    unknown = sorted(set(node) - known)
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {sorted(known)})")
+    return cls(**node)
+
+
+def load_settings(cfg: DictConfig) -> Settings:
+    """Build and validate every stage's settings from the composed config.
+
+    Raises:
+        ConfigError: naming the first bad or unknown key.
+    """
+    return Settings(
+        coach=_section(cfg, "coach", CoachSettings),
+        player=_section(cfg, "player", PlayerSettings),
+        filter=_section(cfg, "filter", FilterSettings),
+        validation=_section(cfg, "validation", ValidationSettings),
+    )

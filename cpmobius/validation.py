@@ -1,0 +1,149 @@
+"""Stage 4, validation: the Player's accuracy on a fixed validation set, and Δt.
+
+Paper §3 / released `_validate` + `_proposer_val_reward`: Δt = V_t − V_{t−1}, the Player's
+validation accuracy after its update minus before. The score after step t is the score before
+step t+1 (the Coach update does not touch the Player), so one pass per step suffices, plus one
+before the loop (`DeltaTracker`). Accuracy is the mean over problems of the share of correct
+samples (avg@k); with greedy decoding k = 1. Answers are graded by the one project grader.
+
+Departures (`# CPMöbius:`): Δt is a fraction (the released code multiplies by 100; its
+`released_*` Coach rewards keep that factor); after a Player rollback the tracker restarts from
+the restored Player's score, so the jump caused by the rollback is not credited to the Coach (the
+released code credits it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from cpmobius.config import ConfigError
+from cpmobius.grading import check_batch, grade_batch
+from cpmobius.prompts import player_prompt
+from cpmobius.settings import ValidationSettings
+
+
+@dataclass(frozen=True)
+class ValidationSet:
+    """Problems with gold answers. ``ids`` identify problems (avg@k groups by them)."""
+
+    name: str
+    ids: list[str]
+    problems: list[str]
+    answers: list[str]
+
+    def __len__(self) -> int:
+        return len(self.problems)
+
+
+def load_validation_set(settings: ValidationSettings) -> ValidationSet:
+    """The configured validation set.
+
+    ``dataset`` is "toy" (synthetic arithmetic, `cpmobius.toy_world`), a benchmark name found as
+    ``{data_dir}/eval/{name}/{name}.jsonl``, or a path to a JSONL file with ``problem`` and
+    ``answer`` fields (and optionally ``id``).
+
+    Raises:
+        ConfigError: naming ``validation.dataset`` when the file is missing or malformed.
+    """
+    if settings.dataset == "toy":
+        from cpmobius.toy_world import validation_problems
+
+        rows = validation_problems(settings.size or 32, settings.seed)
+        return ValidationSet("toy", [f"toy-{i}" for i in range(len(rows))], [r.text for r in rows], [r.answer for r in rows])
+    path = Path(settings.dataset).expanduser()
+    if not path.suffix == ".jsonl":
+        if not settings.data_dir:
+            raise ConfigError(f"validation.data_dir: needed to find the benchmark {settings.dataset!r}")
+        path = Path(settings.data_dir).expanduser() / "eval" / settings.dataset / f"{settings.dataset}.jsonl"
+    if not path.is_file():
+        raise ConfigError(f"validation.dataset: no file {path}")
+    ids, problems, answers = [], [], []
+    with path.open() as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                problems.append(str(row["problem"]))
+                answers.append(str(row["answer"]))
+            except (json.JSONDecodeError, KeyError) as error:
+                raise ConfigError(f"validation.dataset: {path}:{line_no}: {error!r}") from error
+            ids.append(str(row.get("id", f"{path.stem}-{line_no - 1}")))
+    if settings.size is not None:
+        ids, problems, answers = ids[: settings.size], problems[: settings.size], answers[: settings.size]
+    return ValidationSet(path.stem, ids, problems, answers)
+
+
+@dataclass
+class ValidationResult:
+    """One validation pass: avg@k accuracy and grading counts."""
+
+    accuracy: float
+    correct_per_problem: list[float]
+    grade_counts: dict[str, int]
+    mean_response_tokens: float
+
+
+def measure_accuracy(
+    player: Any, val_set: ValidationSet, settings: ValidationSettings, system_prompt: Optional[str] = None
+) -> ValidationResult:
+    """The Player's avg@k accuracy on ``val_set`` (k = ``samples_per_problem``).
+
+    Uses the training prompt (`player_prompt`), so training and validation render identically
+    (BR-30); samples with ``rollout.val_kwargs`` or greedily.
+
+    Raises:
+        cpmobius.grading.GradingError: when every answer of the pass failed to grade.
+    """
+    k = settings.samples_per_problem
+    player.activate()
+    batch = player.generate([player_prompt(p, system_prompt) for p in val_set.problems], n=k, validate=True, greedy=settings.greedy)
+    texts, _ = player.decode_responses(batch)
+    golds = [answer for answer in val_set.answers for _ in range(k)]
+    grades = grade_batch(golds, texts)
+    check_batch(grades.results, context=f"validation on {val_set.name}")
+    scores = [float(r.correct) for r in grades.results]
+    per_problem = [sum(scores[i * k : (i + 1) * k]) / k for i in range(len(val_set))]
+    tokens = batch.batch["response_mask"].sum(dim=1).float().mean().item()
+    return ValidationResult(sum(per_problem) / len(per_problem), per_problem, dict(grades.counts), tokens)
+
+
+class DeltaTracker:
+    """Δt bookkeeping: one score per step, optionally EMA-smoothed (released ``proposer_ema``).
+
+    Args:
+        ema_decay: decay of the moving average, or None to use raw scores.
+    """
+
+    def __init__(self, ema_decay: Optional[float] = None) -> None:
+        self.ema_decay = ema_decay
+        self.reference: Optional[float] = None  # the (smoothed) score before the next step
+        self.history: list[float] = []  # raw scores, one per pass
+
+    def start(self, score: float) -> None:
+        """Record the score before the first step (or after a rollback: the new reference)."""
+        self.history.append(score)
+        self.reference = score
+
+    def update(self, score: float) -> float:
+        """Record the score after a Player update and return Δt (a fraction).
+
+        Raises:
+            RuntimeError: when `start` was never called.
+        """
+        if self.reference is None:
+            raise RuntimeError("DeltaTracker.update before start: validate once before the loop")
+        self.history.append(score)
+        smoothed = score if self.ema_decay is None else self.ema_decay * self.reference + (1 - self.ema_decay) * score
+        delta_t = smoothed - self.reference
+        self.reference = smoothed
+        return delta_t
+
+    def state_dict(self) -> dict:
+        return {"ema_decay": self.ema_decay, "reference": self.reference, "history": list(self.history)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.ema_decay, self.reference, self.history = state["ema_decay"], state["reference"], list(state["history"])
