@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpmobius import grading  # noqa: E402
+from cpmobius.grading import canonical, equivalence, fast_path, isolation  # noqa: E402
 
 _FILLER = (
     "Let us set up the problem carefully. We denote the unknown quantity and use the given "
@@ -109,10 +110,10 @@ def _cold_start() -> float:
     t0 = time.perf_counter()
     grading.grade(r"\alpha", r"\boxed{\alpha+0}")  # a math-verify pair: waits for the new pool
     startup = time.perf_counter() - t0
-    grading._canonical.cache_clear()
-    grading._fast_value.cache_clear()
-    grading._fast_verdict.cache_clear()
-    grading._VERDICTS.data.clear()
+    canonical.canonicalize.cache_clear()
+    fast_path.fast_value.cache_clear()
+    fast_path.fast_verdict.cache_clear()
+    equivalence.VERDICT_CACHE.data.clear()
     return startup
 
 
@@ -168,7 +169,7 @@ def main() -> int:
         passed &= within and graded
         rows.append((f"64 pathological: {name} + 64 ordinary", f"{t:.2f} s (timeout {args.timeout_s:g} s)",
                      f"within timeout + 1 s: {within}; 64 timeouts and 64 ok: {graded}"))
-    pool = grading._get_pool()
+    pool = isolation.get_pool()
     rows.append(("pool", f"{pool.size} workers", f"start-up {t_start:.2f} s (not timed above); killed so far: {pool.kills}"))
 
     w, v = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)

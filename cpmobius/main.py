@@ -97,8 +97,12 @@ def prepare_models(cfg: DictConfig, settings: Any) -> None:
         )
 
 
-def run(cfg: DictConfig) -> Any:
-    """Validate everything, start Ray and both policies, run the loop. Returns the final `LoopState`."""
+def build_loop(cfg: DictConfig, logger: Any = None) -> Any:
+    """Validate everything, prepare the models, start Ray and both policies; return the `CoachPlayerLoop`.
+
+    Raises:
+        ConfigError: for any bad value, before Ray or a worker starts.
+    """
     import ray
 
     settings = load_settings(cfg)
@@ -116,7 +120,13 @@ def run(cfg: DictConfig) -> Any:
     coach = Policy("coach", configs["coach"], pool, guard).start()
     player = Policy("player", configs["player"], pool, guard).start()
     ground_truth = solve if settings.validation.dataset == "toy" else None
-    loop = CoachPlayerLoop(cfg, settings, coach, player, Loggers(make_tracking(cfg), StepTable()), ground_truth)
+    return CoachPlayerLoop(cfg, settings, coach, player, logger, ground_truth)
+
+
+def run(cfg: DictConfig) -> Any:
+    """`build_loop`, then `fit`. Returns the final `LoopState`."""
+    loop = build_loop(cfg)
+    loop.logger = Loggers(make_tracking(cfg), StepTable())
     state = loop.fit()
     print(f"[cpmobius] done: {state.step} steps; checkpoints and problem archive in {cfg.trainer.default_local_dir}", flush=True)
     return state

@@ -488,6 +488,10 @@ class HFGenerationServer:
         targets = torch.tensor(response_ids, device=device)
         return torch.log_softmax(logits, -1).gather(1, targets[:, None]).squeeze(1).cpu().tolist()
 
+    def get_parameter_checksums(self) -> dict[str, float]:
+        """Per-parameter sums (float64) of the served weights: which parameters a sync changed."""
+        return {name: float(p.detach().double().sum()) for name, p in self.model.named_parameters()}
+
     def get_parameter_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
 

@@ -1,0 +1,188 @@
+r"""Answer grading: extraction, equivalence, majority vote (pure, CPU, hard timeouts).
+
+Stage: grading. Every place that judges an answer calls this package: the Player's reward
+(`grade` / `majority_vote`), the difficulty filter (`majority_vote`), validation and Δt, and
+the benchmark evaluation (`grade_batch`). There is no second grader.
+
+Public API (all pure functions of their arguments; no engine objects):
+
+* `extract_answer(response, mode)`: the final answer of a response, or None.
+* `grade(gold, response)` / `grade_batch(golds, responses)`: gold-vs-response verdicts.
+* `answers_equivalent(a, b)`: the symmetric response-vs-response rule used by the vote.
+* `majority_vote(responses)`: pseudo-label, pass rate and clusters of one group.
+* `check_batch(results)`: raises `GradingError` when every score of a batch is an error/timeout.
+* `python -m cpmobius.grading verify|vote`: the same, on JSON lines (debugging a verdict).
+
+Extraction (mode "cpmobius", the default)
+-----------------------------------------
+* The answer is the body of the **last** `\boxed{...}` / `\fbox{...}` of the response, brace
+  balanced (`\{`, `\}` are escaped braces, not groups), also `\boxed 5` (a space, then one token).
+* A response cut off inside its final box (`... \boxed{7` or `... \boxed` at the end) has **no
+  answer**: an earlier, retracted box is never used instead.
+* Mentions of `\boxed` in prose are not boxes: `\boxed{}` (empty), `\boxed` followed by neither a
+  group nor a math-looking token (`the \boxed command`), and boxes inside a `code span`.
+* Several boxes: the last one wins. Boxes separated only by connectors (`,`, `;`, `and`, `or`,
+  `&`, `$`, `\quad`, white space) form one explicit multi-answer `a, b` (an unordered list),
+  e.g. `\boxed{3} and \boxed{4}` is `3, 4`, while `\boxed{5}. Wait, ... \boxed{7}` is `7`.
+* AMC options: `\textbf{(B) }12` is the value `12`; `(B)`, `\text{(B)}`, `\textbf{B}` and a
+  bare `B` are the option letter `B`, compared as text (never Euler's e, never a product).
+* Placeholders are no answer: empty, `None`, `null`, `NaN`, `N/A`, `answer`, `...`, `?`.
+* Only the response text is read; the prompt is never part of the extraction.
+* Responses without any box have no answer: the Player prompt asks for `\boxed{}` (this is a
+  deliberate format requirement, e.g. `The final answer is pi/2` scores 0).
+
+Equivalence policy (one table for reward, vote, validation and evaluation)
+---------------------------------------------------------------------------
+Answers are first canonicalised (a cheap, deterministic string rewrite), then compared: equal
+canonical strings are equivalent; numbers, fractions, radicals, π, e, tuples, intervals, sets,
+words, and expressions in single-letter variables with `\sin`-like functions of bracketed
+arguments are compared in-process (fast path: exact rationals, 60-digit reals, variables set to
+two fixed rational points, one positive and one negative); everything else (Greek letters,
+subscripts, `\log`, `\sin x` without brackets, relations, complex numbers, ...) goes to
+math-verify (`math_verify.parse` / `verify`) in an isolated worker process with a hard
+wall-clock limit.
+
+==============================  ============================================  =====================
+form                            rule                                          examples
+==============================  ============================================  =====================
+percent `28\%`                  the sign is dropped: the value is the number  28% = 28;
+                                as written (transitive, unlike a "/100 or     28% ≠ 0.28;
+                                as-is" rule)                                  50% ≠ 1/2
+degrees `30^\circ`              the degree sign is dropped; no deg↔rad        30° = 30; 90° ≠ π/2
+units `5\text{ cm}`, `5 cm`     a trailing `\text{..}`/`\mathrm{..}` unit or   5 cm = 5
+                                a common unit word after a number is dropped
+currency `\$10`                 `$`, `\$`, €, £, ¥ are dropped                $10 = 10
+thousands `1,000`               `,`, `{,}`, `,\!` join digits only between    1,000 = 1{,}000 =
+                                1–3 digits and groups of exactly 3 (plain `,`   1\,000 = 1000;
+                                is an element separator inside brackets);      0,1 ≠ 01; 12,34 is
+                                thin/explicit spaces between digits vanish      the list (12, 34)
+                                as in LaTeX math mode
+decimals vs exact values        equal if equal as numbers (0.5 = 1/2). A       0.333 ≠ 1/3;
+                                bare decimal approximates a non-terminating    0.333333 = 1/3;
+                                exact value only if it has ≥ 6 decimal places  6.283185 = 2π;
+                                AND ≥ 6 significant digits and is within half  6.28 ≠ 2π;
+                                a unit of its last digit; two decimals are     1.5708 ≠ π/2;
+                                equal only if equal                            1.22e-18 ≠ 1.5e-18
+intervals `(a,b]`               bracket types and end points must match;       (-∞,3) = (-\infty,3)
+                                `\cup` is unordered
+tuples `(a, b)`                 ordered; an open interval and a pair are the   (1,2) = 1, 2
+                                same object; a bare list is read in order
+                                against a tuple
+sets `\{a, b\}`, lists `a, b`   unordered; a one-element set equals its        \{1,2\} = 2, 1;
+                                element; a set never equals a tuple            \{1,2\} ≠ (1,2)
+equations `x = 5`               a leading single-variable assignment is        x = 5 = 5;
+                                dropped; other equations go to math-verify     3x-y+13=0 ≠
+                                (equivalent equations of a line are equal)     3x+4y+14=0
+words, `\text{}`                words (≥ 3 letters or several words) compare   \text{Evelyn} = evelyn;
+                                case-insensitively; single letters compare    \text{(E)} ≠ e
+                                case-sensitively (options, variables)
+expressions `x^2+3x`            equal iff equal at both points (variables     x^2+3x = x(x+3);
+                                matter; `e` is Euler's number inside an       \sqrt{x^2} ≠ x;
+                                expression, a bare `e` is a letter)           x+1 ≠ y+1
+code style                      `pi`→`\pi`, `*`→`\cdot`, `**`→`^`,            -2*pi = -2\pi;
+                                `sqrt(x)`→`\sqrt{x}`, `exp(x)`→`e^{x}`,       pi/2 = \frac{\pi}{2}
+                                `1e-3`→`1\times10^{-3}`
+anything else                   math-verify (strict, its unit stripping off:
+                                units are the rule above); numeric constants
+                                use the decimal rule above; gold first when
+                                grading
+==============================  ============================================  =====================
+
+Gold vs response (scoring) is directional, as math-verify intends (the gold fixes the form:
+gold `(-\infty,3)` does not accept `x<3`). Response vs response (`answers_equivalent`, the vote)
+is symmetric: equivalent if either direction holds. The fast path is symmetric by construction.
+
+Majority vote
+-------------
+Answers are canonicalised; identical canonical strings form one unique answer; uniques are
+visited by (descending count, canonical string) and each joins the first existing cluster whose
+representative is equivalent (symmetric rule), else opens a new cluster. The result depends only
+on the multiset of answers, so it is invariant to the order of the responses. The cluster with
+the most members is the pseudo-label; a tie at the top gives no label; responses without an
+answer (and truncated responses, when flagged) never vote but count in the denominator:
+`pass_rate = top cluster size / n` (also reported on a tie). Rewards for a voted group are
+`VoteResult.agrees` (membership of the label's cluster), i.e. exactly the clustering's rule.
+
+Statuses and timeouts
+---------------------
+Every verdict has a status: "ok" (a verdict was reached), "no_answer" (nothing to grade),
+"timeout" (not judged within the wall-clock or cost budget: the comparison's worker was killed,
+or the answer contains a power whose exact value is astronomically large, e.g. `9^{9^{9^{9}}}`),
+"error" (the grader itself failed: invalid gold, worker crash). Only "ok" can be correct.
+math-verify's own SIGALRM timeouts are disabled (`parsing_timeout=None`, `timeout_seconds=None`):
+they raise off the main thread. Instead, slow comparisons run in a small persistent pool of
+worker processes; a batch (or a single call) has one deadline, `timeout_s` after the pool is
+ready, and any worker still busy at the deadline is killed (SIGKILL) and replaced in the
+background. This holds in the main thread, worker threads, subprocesses and Ray actors alike.
+The pool's one-off start-up (importing sympy and math-verify, about 1–2 s) does not count
+against a call's deadline. Pool size: `CPMOBIUS_GRADING_WORKERS` (default min(8, max(2, cpus)));
+each worker's address space is capped at `CPMOBIUS_GRADING_WORKER_MEM_MB` (default 3072), and a
+MemoryError/RecursionError there is reported as "timeout" (over budget). Workers die with their
+parent (PR_SET_PDEATHSIG from a long-lived spawner thread, plus a watchdog).
+
+`released` mode
+---------------
+Reproduces the released code (notes/upstream_cpmobius.md §3.4, §5.2) for paper-faithful runs:
+the vote is exact string equality of verl's `last_boxed_only_string` (incl. its `\boxed `
+special case), a tie or a `None` majority gives no label and pass rate 0; `grade` is the released
+evaluation grader: `match_answer` heuristics, the character-set `str.strip` quirk, gold
+`lstrip("0")`, and a Qwen/PRIME-style `math_equal` (string, numeric with rel_tol 1e-4 and ×/÷100
+variants, bracket-stripped string, element-wise tuples, equations, symbolic via sympy, π also tried
+as 3.14). The released `grader.py` itself was not available to us; the symbolic step uses sympy
+`parse_expr` and `latex2sympy2_extended` (not sympy's `parse_latex`), so rare symbolic edge cases
+may differ. Its slow steps also run in the worker pool, so they cannot hang either.
+
+Departures from the paper / released code (marked `# CPMöbius:` in the code)
+----------------------------------------------------------------------------
+* The vote clusters by mathematical equivalence, not raw strings (released: `\frac12` ≠ `0.5`).
+* "No answer" never votes and never becomes the label (released: a `None` majority drops the
+  problem; here the answered responses still vote, denominator n).
+* Truncated final boxes give no answer; several nearby boxes are last-wins (math-verify's
+  default parse merges them into a set).
+* Hard per-batch wall-clock limits through process isolation; a timeout is a status, never a
+  silent 0.
+
+Modules (one responsibility each; this file is only the public API)
+-------------------------------------------------------------------
+* `results`: statuses, `GradeResult` / `BatchGrades` / `VoteResult`, `check_batch`.
+* `extraction`: `extract_answer` (boxes, truncation, mentions, multi-answers).
+* `canonical`: the canonicalisation rewrite (the policy table's string rules).
+* `arithmetic`, `fast_path`: exact in-process evaluation and equivalence (the fast path).
+* `isolation`, `worker`: the worker-process pool with deadlines; math-verify runs in `worker`.
+* `equivalence`: pairs → verdicts (fast path, cache, pool); `answers_equivalent`.
+* `scoring`: `grade`, `grade_batch`.  `vote`: `majority_vote`.  `released`: `released` mode.
+* `__main__`: the command-line interface.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "STATUSES",
+    "BatchGrades",
+    "GradeResult",
+    "GradingError",
+    "VoteResult",
+    "answers_equivalent",
+    "check_batch",
+    "extract_answer",
+    "grade",
+    "grade_batch",
+    "majority_vote",
+    "shutdown_pool",
+]
+
+from .equivalence import answers_equivalent
+from .extraction import extract_answer
+from .isolation import shutdown_pool
+from .results import (
+    DEFAULT_TIMEOUT_S,
+    STATUSES,
+    BatchGrades,
+    GradeResult,
+    GradingError,
+    VoteResult,
+    check_batch,
+)
+from .scoring import grade, grade_batch
+from .vote import majority_vote

@@ -1,0 +1,71 @@
+"""`python -m cpmobius.grading verify|vote`: the grader on JSON lines (debugging a verdict).
+
+`verify` reads `{"gold": .., "response": ..}` lines and prints `{"correct", "extracted", "status"}`;
+`vote` reads `{"responses": [..]}` lines and prints `{"pseudo_label", "pass_rate", "clusters"}`.
+Malformed input is a one-line error on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Iterable, Sequence
+
+from . import __doc__ as PACKAGE_DOC
+from .results import DEFAULT_TIMEOUT_S, MODES
+from .scoring import grade
+from .vote import majority_vote
+
+
+def _cli_lines(stream: Iterable[str], required: dict[str, type]) -> Iterable[dict]:
+    """The JSON objects of non-blank lines; malformed input: SystemExit with a one-line message."""
+    for lineno, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"error: line {lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise SystemExit(f"error: line {lineno}: expected a JSON object, got {type(obj).__name__}")
+        for key, typ in required.items():
+            if key not in obj:
+                raise SystemExit(f"error: line {lineno}: missing key {key!r}")
+            value = obj[key]
+            if typ is list and not (isinstance(value, list) and all(x is None or isinstance(x, str) for x in value)):
+                raise SystemExit(f"error: line {lineno}: {key!r} must be a list of strings")
+            if typ is str and (not isinstance(value, (str, int, float)) or isinstance(value, bool)):
+                raise SystemExit(f"error: line {lineno}: {key!r} must be a string")
+        yield obj
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m cpmobius.grading verify|vote` on JSON lines from stdin (see the package docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m cpmobius.grading", description=PACKAGE_DOC.split("\n")[0])
+    parser.add_argument("command", choices=("verify", "vote"))
+    parser.add_argument("--mode", choices=MODES, default="cpmobius")
+    parser.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s")
+    try:
+        if args.command == "verify":
+            for obj in _cli_lines(sys.stdin, {"gold": str, "response": str}):
+                r = grade(str(obj["gold"]), str(obj["response"]), mode=args.mode, timeout_s=args.timeout_s)
+                print(json.dumps({"correct": r.correct, "extracted": r.extracted, "status": r.status}), flush=True)
+        else:
+            for obj in _cli_lines(sys.stdin, {"responses": list}):
+                v = majority_vote(obj["responses"], mode=args.mode, timeout_s=args.timeout_s)
+                print(json.dumps({"pseudo_label": v.pseudo_label, "pass_rate": v.pass_rate,
+                                  "clusters": v.clusters}), flush=True)
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+            return 2
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Equivalence: canonical answer pairs → verdicts (stage: grading).
+
+`judge` decides pairs on the fast path in-process, then from a verdict cache, and sends the rest
+to the worker pool under one shared deadline; `answers_equivalent` is the symmetric
+response-vs-response rule of the vote. Gold vs response (scoring) is directional; response vs
+response is equivalent if either direction holds.
+
+Departures from the paper / released code: answers are compared by mathematical equivalence
+(released: exact strings); a comparison over its budget is a "timeout", never a silent verdict.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from typing import Any
+
+from . import isolation
+from .arithmetic import decimal_info
+from .canonical import canonicalize, is_placeholder
+from .fast_path import TOO_BIG, fast_verdict
+from .results import DEFAULT_TIMEOUT_S, check_mode
+
+_LOG = logging.getLogger(__name__)
+
+
+class _LRU:
+    """A thread-safe least-recently-used cache of slow-path verdicts."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self.data: collections.OrderedDict = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self.lock:
+            v = self.data.get(key)
+            if v is not None:
+                self.data.move_to_end(key)
+            return v
+
+    def put(self, key: Any, value: Any) -> None:
+        with self.lock:
+            self.data[key] = value
+            if len(self.data) > self.maxsize:
+                self.data.popitem(last=False)
+
+
+VERDICT_CACHE = _LRU(1 << 17)
+
+
+def judge(pairs: list[tuple[str, str]], *, symmetric: bool, timeout_s: float) -> list[tuple[str, bool]]:
+    """(status, equal) for canonical (gold, answer) pairs; all slow pairs share one deadline.
+
+    Status is "ok", "timeout" (over the wall-clock or cost budget) or "error" (worker failure);
+    equal is False unless the status is "ok". `symmetric`: equal if either direction holds.
+    """
+    out: list[tuple[str, bool] | None] = [None] * len(pairs)
+    todo: dict[tuple, list[int]] = {}
+    for i, (a, b) in enumerate(pairs):
+        v = fast_verdict(a, b)
+        if v is TOO_BIG:
+            out[i] = ("timeout", False)
+        elif v is not None:
+            out[i] = ("ok", bool(v))
+        else:
+            key = (min(a, b), max(a, b), True) if symmetric else (a, b, False)
+            cached = VERDICT_CACHE.get(key)
+            if cached is not None:
+                out[i] = ("ok", cached)
+            else:
+                todo.setdefault(key, []).append(i)
+    if todo:
+        keys = sorted(todo, key=lambda k: (len(k[0]) + len(k[1]), k))  # cheap-looking first
+        tasks = [{"op": "eq", "a": a, "b": b, "da": decimal_info(a), "db": decimal_info(b), "sym": s}
+                 for a, b, s in keys]
+        failed = 0
+        for key, (status, value) in zip(keys, isolation.get_pool().run(tasks, timeout_s)):
+            if status == "ok":
+                VERDICT_CACHE.put(key, bool(value))
+            else:
+                failed += 1
+                if failed <= 3:
+                    _LOG.warning("grading %s (%s): %.120r vs %.120r", status, value, key[0], key[1])
+            for i in todo[key]:
+                out[i] = (status, bool(value) if status == "ok" else False)
+        if failed > 3:
+            _LOG.warning("grading: %d more comparisons timed out or failed in this call", failed - 3)
+    return out  # type: ignore[return-value]
+
+
+def answers_equivalent(a: str | None, b: str | None, *, mode: str = "cpmobius",
+                       timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+    """Symmetric equivalence of two extracted answers (the vote's rule).
+
+    Args:
+        a, b: extracted answers (not full responses); None or placeholders are never equivalent
+            to anything.
+        mode: "cpmobius" (either-direction math-verify after the policy) or "released" (exact
+            string equality).
+        timeout_s: wall-clock budget in seconds; a timeout counts as "not equivalent" (logged).
+
+    Returns:
+        Whether the two answers are one cluster.
+    """
+    check_mode(mode)
+    if a is None or b is None:
+        return False
+    if mode == "released":
+        return a == b
+    ca, cb = canonicalize(a), canonicalize(b)
+    if is_placeholder(ca) or is_placeholder(cb):
+        return False
+    status, equal = judge([(ca, cb)], symmetric=True, timeout_s=timeout_s)[0]
+    return status == "ok" and equal

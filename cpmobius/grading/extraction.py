@@ -1,0 +1,103 @@
+r"""Answer extraction: a response → its final `\boxed{}` answer (stage: grading).
+
+Rules ("Extraction" in the package docstring): the last real box wins, a truncated final box is no
+answer, mentions of `\boxed` in prose or code spans are not boxes, boxes joined only by
+connectors form one multi-answer, placeholders are no answer. `released` mode reads the body of
+verl's `last_boxed_only_string` instead.
+
+Departures from the paper / released code (marked `# CPMöbius:`): a truncated final box is no
+answer (never an earlier, retracted box).
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import released
+from .canonical import canonicalize, is_placeholder, match_brace
+from .results import check_mode
+
+
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+_BOX_TOKEN_RE = re.compile(r"[^\s$]+")
+_MATHY_TOKEN_RE = re.compile(r"\d|^\\|^-|^\(?[A-Za-z]\)?$")
+# What may stand between two boxes that form one explicit multi-answer.
+_CONNECTOR_RE = re.compile(
+    r"(?:\s|\$|,|;|&|\band\b|\bor\b|\\quad|\\qquad|\\text\{\s*(?:and|or|,)?\s*\})*", re.I
+)
+
+
+def _boxes(text: str) -> list[tuple[int, int, str | None]]:
+    """All real boxes of `text` in order: (start, end, body), body None when truncated."""
+    out: list[tuple[int, int, str | None]] = []
+    n = len(text)
+    for m in _BOX_RE.finditer(text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if text.count("`", line_start, m.start()) % 2 == 1:
+            continue  # inside a `code span`: a mention, not an answer
+        j = m.end()
+        while j < n and text[j] in " \t\n":
+            j += 1
+        if j >= n:
+            out.append((m.start(), n, None))  # cut off right after "\boxed"
+        elif text[j] == "{":
+            end = match_brace(text, j)
+            if end < 0:
+                out.append((m.start(), n, None))  # cut off inside the box
+            elif text[j + 1 : end - 1].strip():
+                out.append((m.start(), end, text[j + 1 : end - 1].strip()))
+            # an empty \boxed{} is a mention ("put it in \boxed{}")
+        elif j > m.end():
+            tok = _BOX_TOKEN_RE.match(text, j)
+            body = tok.group(0).rstrip(".,;:") if tok else ""
+            if body and _MATHY_TOKEN_RE.search(body):
+                out.append((m.start(), j + len(body), body))
+    return out
+
+
+def _extract_cpmobius(text: str) -> str | None:
+    boxes = _boxes(text)
+    if not boxes:
+        return None
+    start, _, body = boxes[-1]
+    if body is None:
+        # CPMöbius: a truncated final box is no answer; never fall back to an earlier box.
+        return None
+    parts = [body]
+    k = len(boxes) - 2
+    while (k >= 0 and boxes[k][2] is not None and boxes[k][1] <= start
+           and _CONNECTOR_RE.fullmatch(text, boxes[k][1], start)):
+        parts.append(boxes[k][2])  # type: ignore[arg-type]
+        start = boxes[k][0]
+        k -= 1
+    return ", ".join(reversed(parts))
+
+
+def extract_answer(response: str | None, mode: str = "cpmobius") -> str | None:
+    r"""Extract the final answer of one response.
+
+    Args:
+        response: the response text only (never prompt + response).
+        mode: "cpmobius" (rules in the package docstring) or "released" (the body of verl's
+            `last_boxed_only_string`, which the released training vote uses).
+
+    Returns:
+        The raw answer string (stripped; several connected boxes joined by ", "), or None when the
+        response has no (complete) final box or only a placeholder.
+
+    Raises:
+        ValueError: unknown mode.
+
+    Source: CPMöbius released code `main_ppo.py::MajorityVoteRewardManager` (last `\boxed{}`);
+    truncation and mention rules are ours (public_cases.md BR-01, BR-02, BR-13, BR-14, BR-40).
+    """
+    check_mode(mode)
+    if not response:
+        return None
+    if mode == "released":
+        boxed = released.last_boxed(response)
+        return None if boxed is None else released.unwrap_box(boxed).strip()
+    ans = _extract_cpmobius(response)
+    if ans is None or is_placeholder(canonicalize(ans)):
+        return None
+    return ans

@@ -1,0 +1,163 @@
+"""Grading worker process: math-verify and other slow comparisons (stage: grading).
+
+Runs in a child process started by `isolation` (never imported by the parent's callers): reads one
+JSON task per stdin line, answers one JSON result per stdout line. Tasks: "eq" (math-verify
+`parse`/`verify` of two canonical answers, after exact numeric and two-point checks) and
+"released" (the released `math_equal`'s symbolic steps). No signals are used here: the parent
+kills an overrunning worker at its deadline.
+
+Departures from the paper / released code (marked `# CPMöbius:`): math-verify's unit stripping is
+off (units follow the canonicalisation policy).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+from . import released
+from .arithmetic import MP, Irr, num_eq
+
+
+_MV: dict[str, Any] = {}
+
+
+@lru_cache(maxsize=4096)
+def _mv_parse(s: str) -> list:
+    mv = _MV
+    if not mv:
+        import math_verify
+        from latex2sympy2_extended.latex2sympy2 import NormalizationConfig
+        from math_verify.parser import ExprExtractionConfig, LatexExtractionConfig
+
+        # CPMöbius: math-verify's unit stripping is off (it drops trailing letters such as the
+        # "t" of "\frac{1}{m}t"); units are handled by canonicalize's policy instead.
+        norm = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=True,
+                                   boxed="all", equations=False)
+        latex = LatexExtractionConfig(boxed_match_priority=0, normalization_config=norm)
+        mv.update(parse=math_verify.parse, verify=math_verify.verify, cfg=[latex, ExprExtractionConfig()])
+    return mv["parse"]("\\boxed{" + s + "}", extraction_config=mv["cfg"], parsing_timeout=None)
+
+
+def _sympy_number(e: Any) -> Any:
+    """Fraction / Irr for a real numeric constant sympy expression, else None."""
+    import sympy
+
+    if not isinstance(e, sympy.Expr) or isinstance(e, sympy.UnevaluatedExpr) or not e.is_number:
+        return None
+    if isinstance(e, sympy.Rational):
+        return Fraction(int(e.p), int(e.q))
+    floats = e.atoms(sympy.Float)
+    if floats:  # a written decimal is exact: 1.3 is 13/10, not its 53-bit approximation
+        e = e.xreplace({f: sympy.Rational(str(f)) for f in floats})
+    v = e.evalf(60)
+    if not (v.is_real and v.is_finite) or not isinstance(v, sympy.Float):
+        return None
+    return Irr(MP.mpf(str(v)))
+
+
+def _point_value(name: str, k: int) -> Fraction:
+    """Value of sympy symbol `name` at point k (0: positive, 1: negative), fixed per name."""
+    import random
+
+    v = Fraction(random.Random(f"{name}/{k}").randint(1_000_003, 2_999_999), 1_000_003)
+    return v if k == 0 else -v
+
+
+def _equal_at_points(ea: Any, eb: Any) -> bool:
+    """Sufficient test for two real expressions in the same symbols: equal at two fixed points.
+
+    Used only to say "equal" (the fast path's rule); anything else is left to math-verify.
+    """
+    import sympy
+
+    if not (isinstance(ea, sympy.Expr) and isinstance(eb, sympy.Expr)):
+        return False
+    symbols = ea.free_symbols | eb.free_symbols
+    if not symbols or ea.free_symbols != eb.free_symbols:
+        return False
+    for k in (0, 1):
+        subs = {s: sympy.Rational(_point_value(s.name, k).numerator, _point_value(s.name, k).denominator)
+                for s in symbols}
+        va, vb = _sympy_number(ea.xreplace(subs)), _sympy_number(eb.xreplace(subs))
+        if va is None or vb is None or not num_eq(va, vb, None, None):
+            return False
+    return True
+
+
+def _math_verify_equal(task: dict) -> bool:
+    """Task "eq": exact numbers, then two fixed points, then math-verify (both directions if "sym")."""
+    a, b = _mv_parse(task["a"]), _mv_parse(task["b"])
+    if not a or not b:
+        return False
+    na, nb = _sympy_number(a[0]), _sympy_number(b[0])
+    if na is not None and nb is not None:
+        da, db = task.get("da"), task.get("db")
+        return num_eq(na, nb, tuple(da) if da else None, tuple(db) if db else None)
+    if _equal_at_points(a[0], b[0]):
+        return True  # e.g. \alpha vs \alpha+0, which math-verify's symbol shortcut calls different
+    verify = _MV["verify"]
+    if verify(a, b, timeout_seconds=None):
+        return True
+    return bool(task.get("sym")) and verify(b, a, timeout_seconds=None)
+
+
+def handle_task(task: dict) -> bool:
+    """The verdict of one task ("eq" or "released"); raises on an unknown op."""
+    if task["op"] == "eq":
+        return _math_verify_equal(task)
+    if task["op"] == "released":
+        return released.symbolic_equal(task["pred"], task["ref"], task["pi"])
+    raise ValueError(f"unknown op {task['op']!r}")
+
+
+def main() -> None:  # pragma: no cover - runs in the worker process
+    """Worker loop: JSON task per stdin line → JSON result per stdout line."""
+    try:  # die with the spawner thread of the parent (Linux); see isolation._Pool._spawn_loop
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    except Exception:
+        pass
+    parent = os.getppid()
+
+    def watchdog() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    try:
+        import resource
+
+        limit = int(os.environ.get("CPMOBIUS_GRADING_WORKER_MEM_MB", "3072")) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except Exception:
+        pass
+    logging.disable(logging.WARNING)  # math-verify warns about disabled timeouts
+    out = sys.stdout.buffer
+    try:
+        _mv_parse("1")
+        out.write(b'{"ready": true}\n')
+    except Exception as exc:
+        out.write(json.dumps({"fatal": f"{type(exc).__name__}: {exc}"}).encode() + b"\n")
+        out.flush()
+        return
+    out.flush()
+    for line in sys.stdin.buffer:
+        try:
+            msg: dict[str, Any] = {"r": bool(handle_task(json.loads(line)))}
+        except (MemoryError, RecursionError, OverflowError) as exc:
+            msg = {"resource": type(exc).__name__}
+        except Exception as exc:
+            msg = {"err": f"{type(exc).__name__}: {exc}"[:500]}
+        out.write(json.dumps(msg).encode() + b"\n")
+        out.flush()

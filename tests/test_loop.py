@@ -1,0 +1,111 @@
+"""`CoachPlayerLoop.step()` through verl on the CPU platform with the toy world's tiny models:
+stage order, metric keys, which parameters change, the Δt == 0 rule, a validation pass on AMC."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+EXPECTED_KEYS = {
+    "coach/candidates", "coach/valid_frac", "coach/updated", "filter/attempts", "filter/kept", "filter/kept_frac",
+    "filter/pass_rate_mean", "filter/dropped/tie", "pseudo_label/accuracy", "player/actor/pg_loss",
+    "player/actor/kl_loss", "player/actor/grad_norm", "player/reward_mean", "val/accuracy", "val/delta_t",
+    "timing_s/coach", "timing_s/difficulty_filter", "timing_s/player_update", "timing_s/validation",
+    "timing_s/coach_update",
+}
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory, model_cache):
+    import ray
+
+    from cpmobius.config import compose_config
+    from cpmobius.main import build_loop
+
+    cfg = compose_config([
+        f"model.cache_dir={model_cache}",
+        f"trainer.default_local_dir={tmp_path_factory.mktemp('run')}",
+        "actor_rollout_ref.actor.optim.lr=1e-2",  # large steps: greedy validation accuracy moves
+        "filter.quota=2",
+        "player.n=4",
+        "validation.size=16",
+    ])
+    loop = build_loop(cfg)
+    yield loop
+    ray.shutdown()
+
+
+def checksums(policy):
+    import ray
+
+    policy.activate()
+    return ray.get(policy.server_handles()[0].get_parameter_checksums.remote())
+
+
+def changed(before, after):
+    return {name for name in before if before[name] != after[name]}
+
+
+def test_step_runs_algorithm_1_and_moves_both_policies(loop):
+    from cpmobius.validation import measure_accuracy
+
+    s = loop.settings
+    loop.delta.start(measure_accuracy(loop.player, loop.val_set, s.validation).accuracy)
+    for attempt in range(4):  # Δt is 0 on some steps; take the first step where it is not
+        coach_before, player_before = checksums(loop.coach), checksums(loop.player)
+        loop.stage_log.clear()
+        metrics = loop.step()
+        if metrics.get("loop/skipped"):
+            continue
+        attempts = loop.stage_log[: loop.stage_log.index("player_update")]
+        assert attempts[0] == "coach" and set(attempts) <= {"coach", "difficulty_filter"}  # resampling attempts
+        assert loop.stage_log[len(attempts) :] == ["player_update", "validation", "coach_update", "rollback"]
+        assert EXPECTED_KEYS <= set(metrics), EXPECTED_KEYS - set(metrics)
+        coach_after, player_after = checksums(loop.coach), checksums(loop.player)
+        assert changed(player_before, player_after) == set(player_before)  # every Player parameter moved
+        if metrics["val/delta_t"] != 0:
+            assert metrics["coach/updated"] == 1.0
+            assert changed(coach_before, coach_after) == set(coach_before)
+            return
+        assert metrics["coach/updated"] == 0.0 and not changed(coach_before, coach_after)
+    pytest.fail("Δt stayed 0 for 4 steps at lr 1e-2")
+
+
+def test_coach_is_untouched_when_delta_t_is_zero(loop):
+    kept, _ = loop.collect_problems()
+    assert kept is not None and len(kept) >= 1
+    loop.update_player(kept)  # fills the Player advantages the released reward variant reads
+    before = checksums(loop.coach)
+    assert loop.update_coach(kept, 0.0) == {"coach/updated": 0.0}
+    assert not changed(before, checksums(loop.coach))
+
+
+def test_kept_problems_align_player_groups_and_coach_rows(loop):
+    kept, metrics = loop.collect_problems()
+    n = loop.settings.player.n
+    assert len(kept.player_batch) == n * len(kept) and len(kept.coach_batch) == len(kept)
+    uids = kept.player_batch.non_tensor_batch["uid"]
+    assert all(len(set(uids[i * n : (i + 1) * n])) == 1 for i in range(len(kept)))
+    texts, _ = loop.coach.decode_responses(kept.coach_batch)
+    assert [t.strip() for t in texts] == [p.text for p in kept.problems]
+    assert all(loop.settings.filter.band_low <= o.pass_rate <= loop.settings.filter.band_high for o in kept.outcomes)
+    assert metrics["filter/kept"] == len(kept)
+
+
+def test_validation_pass_over_the_real_amc_copy(loop):
+    import os
+    from pathlib import Path
+
+    from cpmobius.settings import ValidationSettings
+    from cpmobius.validation import load_validation_set, measure_accuracy
+
+    data = Path(os.environ.get("CPMOBIUS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    if not (data / "eval" / "amc" / "amc.jsonl").is_file():
+        pytest.skip("shared AMC copy absent")
+    settings = ValidationSettings(dataset="amc", data_dir=str(data), size=None)
+    amc = load_validation_set(settings)
+    result = measure_accuracy(loop.player, amc, settings)
+    assert len(result.correct_per_problem) == 83
+    assert sum(result.grade_counts.values()) == 83 and result.grade_counts.get("error", 0) == 0
+    assert 0.0 <= result.accuracy <= 1.0

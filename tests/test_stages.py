@@ -1,0 +1,237 @@
+"""The loop's stage functions on hand-computed cases (pure: no Ray, no models)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+import torch
+
+from cpmobius.coach import Problem, find_problem_fault, mark_duplicates
+from cpmobius.config import ConfigError, compose_config
+from cpmobius.difficulty_filter import assign_pseudo_labels, decide
+from cpmobius.rewards import (
+    coach_advantages,
+    coach_rewards,
+    grpo_advantages,
+    player_token_rewards,
+    token_weighted_mean_advantage,
+)
+from cpmobius.settings import CoachSettings, FilterSettings, ValidationSettings, load_settings
+from cpmobius.toy_world import solve, validation_problems
+from cpmobius.validation import DeltaTracker, load_validation_set
+
+# --------------------------------------------------------------------------- coach
+
+
+@pytest.mark.parametrize(
+    ("text", "truncated", "reason"),
+    [
+        ("", False, "empty"),
+        ("   \n", False, "empty"),
+        ("What is 2 + 2?", True, "truncated"),
+        ("What is " + "1 + " * 600 + "1?", False, "over_long"),
+        ("The sky is blue today.", False, "no_question"),
+        ("Sure! Here is a problem: what is 3 + 4?", False, "chatter"),
+        ("Problem 1: What is 2+2?\nProblem 2: What is 3+3?", False, "several_problems"),
+        ("Compute 17 × 3. (Hint: the result is \\boxed{51}.)", False, "leaks_answer"),  # BR-40
+        ("Find x if 2x = 6. Answer: 3", False, "leaks_answer"),
+        ("A bag holds 3 red and 5 blue marbles. What is the probability that two draws are red?", False, None),
+        ("Find all real x with x^2 = 4.", False, None),
+    ],
+)
+def test_problem_faults(text, truncated, reason):
+    assert find_problem_fault(text, truncated, CoachSettings()) == reason
+
+
+def test_near_duplicates_are_dropped_br37():
+    base = "A bag has {} red and {} blue marbles. Two marbles are drawn without replacement. What is the probability that both are red?"
+    paraphrases = [base.format(3, 5), base.format(4, 6), base.format(2, 7), base.format(3, 5),
+                   base.format(5, 5).replace("Two marbles", "Two balls"), base.format(1, 9).replace("both", "both of them")]
+    distinct = ["What is the sum of the first 10 positive integers?", "Find the remainder when 2^10 is divided by 7."]
+    problems = [Problem(text, i) for i, text in enumerate(paraphrases + distinct)]
+    mark_duplicates(problems, similarity=0.9)
+    kept = [p.text for p in problems if p.valid]
+    assert sum(text in paraphrases for text in kept) == 1
+    assert all(text in kept for text in distinct)
+    assert Counter(p.reject_reason for p in problems)["duplicate"] == 5
+
+
+# --------------------------------------------------------------------------- difficulty filter
+
+
+def boxed(answers):
+    return [f"so \\boxed{{{a}}}" if a is not None else "I give up" for a in answers]
+
+
+@pytest.mark.parametrize(
+    ("agreeing", "kept"),
+    [(2, True), (8, True), (1, False), (9, False), (5, True)],  # BR-21 boundary rows, n = 10
+)
+def test_band_is_inclusive_on_integer_counts(agreeing, kept):
+    # the other rollouts give no answer, so "7" is the label even when only one rollout agrees
+    answers = ["7"] * agreeing + [None] * (10 - agreeing)
+    outcome = assign_pseudo_labels(boxed(answers), [False] * 10, 10, FilterSettings())[0]
+    assert outcome.kept is kept
+    assert outcome.pseudo_label == "7"
+    assert outcome.pass_rate == pytest.approx(agreeing / 10)
+    assert outcome.drop_reason == (None if kept else ("below_band" if agreeing < 2 else "above_band"))
+
+
+def test_count_band_has_no_float_drift():
+    assert FilterSettings().count_band(10) == (2, 8)
+    assert FilterSettings().count_band(16) == (4, 12)  # released: 4 to 12 of 16 agree
+    assert FilterSettings(band_low=0.3, band_high=0.7).count_band(10) == (3, 7)
+
+
+def test_ties_and_no_answer_majorities_give_no_label():
+    tie = assign_pseudo_labels(boxed(["1", "1", "2", "2"]), [False] * 4, 4, FilterSettings())[0]
+    assert tie.pseudo_label is None and tie.drop_reason == "tie" and not tie.kept and tie.pass_rate == 0
+    lone = assign_pseudo_labels(boxed([None, None, None, "3"]), [False] * 4, 4, FilterSettings())[0]
+    assert lone.pseudo_label == "3" and lone.kept  # "no answer" never wins; 1 of 4 is in [ceil(0.8), floor(3.2)]
+    allnone = assign_pseudo_labels(boxed([None] * 4), [False] * 4, 4, FilterSettings())[0]
+    assert allnone.pseudo_label is None and allnone.drop_reason == "no_answer"
+
+
+def test_equivalent_answers_form_one_cluster():
+    outcome = assign_pseudo_labels(boxed(["\\frac12", "0.5", "1/2", "3"]), [False] * 4, 4, FilterSettings())[0]
+    assert outcome.pass_rate == pytest.approx(0.75) and outcome.agrees == [True, True, True, False]
+
+
+def test_truncated_rollouts_never_vote_br28():
+    texts = boxed(["12"] * 5) + ["\\boxed{9} and then I kept going"] * 2 + ["no box, cut off"]
+    outcome = assign_pseudo_labels(texts, [False] * 5 + [True] * 3, 8, FilterSettings())[0]
+    assert outcome.pseudo_label == "12" and outcome.pass_rate == pytest.approx(5 / 8)  # denominator stays n
+    assert outcome.agrees[5:] == [False] * 3
+
+
+def test_everything_filtered_out_br21():
+    groups = boxed(["4"] * 8) + boxed(["1", "2", "3", "5", "6", "7", "8", "9"])
+    outcomes = assign_pseudo_labels(groups, [False] * 16, 8, FilterSettings())
+    assert [o.kept for o in outcomes] == [False, False]
+    assert [o.drop_reason for o in outcomes] == ["above_band", "tie"]
+
+
+def test_no_filter_ablation_keeps_every_labelled_group():
+    outcome = assign_pseudo_labels(boxed(["4"] * 8), [False] * 8, 8, FilterSettings(enabled=False))[0]
+    assert outcome.kept and decide(None, 0, 8, FilterSettings(enabled=False), tie=True) == "tie"
+
+
+def test_groups_must_be_complete():
+    with pytest.raises(ValueError, match="groups of 4"):
+        assign_pseudo_labels(["a"] * 6, [False] * 6, 4, FilterSettings())
+
+
+# --------------------------------------------------------------------------- rewards
+
+
+def test_player_reward_sits_on_the_last_response_token():
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
+    rewards = player_token_rewards([True, False], mask)
+    assert rewards.tolist() == [[0, 0, 1, 0], [0, 0, 0, 0]]
+
+
+def test_grpo_advantages_hand_computed_and_zero_variance_br23():
+    mask = torch.ones(8, 3)
+    rewards = player_token_rewards([True, True, False, False, True, True, True, True], mask)
+    adv = grpo_advantages(rewards, mask, ["a"] * 4 + ["b"] * 4)
+    # group a: rewards [1,1,0,0], mean 0.5, unbiased std sqrt(4·0.25/3) = 0.57735 → ±0.8660
+    assert adv[0].tolist() == pytest.approx([0.8660] * 3, abs=1e-3)
+    assert adv[2].tolist() == pytest.approx([-0.8660] * 3, abs=1e-3)
+    assert torch.equal(adv[4:], torch.zeros(4, 3))  # group b has no variance: exactly 0, no NaN
+
+
+def test_coach_reward_table_br39():
+    # P3: pass rate 0.5, Δt = +0.04 → paper 0.5 × 0.04 = 0.02; released 100·Δt = 4
+    assert coach_rewards("paper", 0.04, [0.5]) == pytest.approx([0.02])
+    assert coach_rewards("released_uniform", 0.04, [0.5, 0.25]) == pytest.approx([4.0, 4.0])
+    assert coach_rewards("released_advantage", 0.04, [0.5, 0.5], [0.25, 0.0]) == pytest.approx([1.0, -4.0])
+    assert coach_rewards("paper", -0.1, [0.3]) == pytest.approx([-0.03])
+    with pytest.raises(ValueError, match="unknown coach reward"):
+        coach_rewards("best_of_n", 0.1, [0.5])
+
+
+def test_coach_advantages_are_not_normalised_br25():
+    rewards = coach_rewards("paper", 1.0, [0.95] * 7 + [0.0])
+    adv = coach_advantages(rewards, torch.ones(8, 2))
+    assert adv[7].tolist() == [0.0, 0.0] and adv[0].tolist() == pytest.approx([0.95, 0.95])
+    assert adv.abs().max() <= 0.95 + 1e-6
+
+
+def test_token_weighted_mean_advantage():
+    adv = torch.tensor([[1.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    assert token_weighted_mean_advantage(adv, mask) == pytest.approx(1 / 3)  # (1 + 1 − 1) / 3 tokens
+
+
+# --------------------------------------------------------------------------- validation and Δt
+
+
+def test_delta_tracker_raw_and_ema():
+    tracker = DeltaTracker()
+    with pytest.raises(RuntimeError, match="before start"):
+        tracker.update(0.5)
+    tracker.start(0.30)
+    assert tracker.update(0.35) == pytest.approx(0.05)
+    assert tracker.update(0.35) == 0.0
+    ema = DeltaTracker(ema_decay=0.9)
+    ema.start(0.30)
+    assert ema.update(0.40) == pytest.approx(0.01)  # 0.9·0.30 + 0.1·0.40 = 0.31 → Δt = 0.01
+    restored = DeltaTracker()
+    restored.load_state_dict(ema.state_dict())
+    assert restored.reference == pytest.approx(0.31) and restored.history == [0.30, 0.40]
+
+
+def test_toy_validation_set_is_deterministic():
+    first, again = validation_problems(16, seed=3), validation_problems(16, seed=3)
+    assert first == again and first != validation_problems(16, seed=4)
+    assert all(solve(p.text) == p.answer for p in first)
+    loaded = load_validation_set(ValidationSettings(dataset="toy", size=16, seed=3))
+    assert loaded.problems == [p.text for p in first] and len(loaded) == 16
+
+
+
+def test_validation_set_errors_name_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="validation.dataset"):
+        load_validation_set(ValidationSettings(dataset=str(tmp_path / "missing.jsonl")))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "no problem field"}) + "\n")
+    with pytest.raises(ConfigError, match="bad.jsonl:1"):
+        load_validation_set(ValidationSettings(dataset=str(bad)))
+    with pytest.raises(ConfigError, match="validation.data_dir"):
+        load_validation_set(ValidationSettings(dataset="amc"))
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("filter.band_low=0.9", "filter.band_low"),
+        ("filter.band_high=1.5", "filter.band_high"),
+        ("filter.quota=0", "filter.quota"),
+        ("filter.on_shortfall=retry_forever", "filter.on_shortfall"),
+        ("coach.reward=length", "coach.reward"),
+        ("player.n=1", "player.n"),
+        ("player.rollback.patience=0", "player.rollback.patience"),
+        ("validation.samples_per_problem=4", "validation.samples_per_problem"),
+        ("validation.ema_decay=1.5", "validation.ema_decay"),
+        ("+filter.bandwidth=3", "filter.bandwidth"),
+    ],
+)
+def test_bad_settings_name_their_key(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_settings(compose_config([override]))
+
+
+def test_amc_validation_set_loads_from_shared_data():
+    import os
+    from pathlib import Path
+
+    data = Path(os.environ.get("CPMOBIUS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    if not (data / "eval" / "amc" / "amc.jsonl").is_file():
+        pytest.skip("shared AMC copy absent")
+    amc = load_validation_set(ValidationSettings(dataset="amc", data_dir=str(data), size=None))
+    assert len(amc) == 83 and amc.answers[0] == "142" and amc.ids[0] == "amc-0"
