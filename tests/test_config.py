@@ -87,3 +87,25 @@ def test_validate_rejects_hf_with_tensor_parallel():
     pcfg = policy_config(cfg, "player")
     with pytest.raises(ConfigError, match="rollout.name=hf"):
         validate_policy_config(pcfg, "player")
+
+
+@pytest.mark.parametrize(
+    ("preset", "reward", "rollback"),
+    [("paper_qwen_1p5b", "paper", False), ("released_qwen_1p5b", "released_uniform", True)],
+)
+def test_experiment_presets_compose_and_validate(preset, reward, rollback):
+    from cpmobius.settings import load_settings
+
+    cfg = compose_config([f"experiment={preset}"])
+    settings = load_settings(cfg)
+    configs = build_policy_configs(cfg)
+    player, coach = configs["player"].actor_rollout_ref, configs["coach"].actor_rollout_ref
+    assert settings.coach.reward == reward and settings.player.rollback.enabled is rollback
+    assert (settings.player.n, settings.filter.quota) == (16, 16)  # n and m of the paper
+    assert (settings.filter.band_low, settings.filter.band_high) == (0.2, 0.8)
+    assert player.rollout.temperature == pytest.approx(0.6) and coach.rollout.temperature == pytest.approx(0.9)
+    assert player.actor.entropy_coeff == pytest.approx(-0.01) and coach.actor.entropy_coeff == pytest.approx(0.01)
+    assert player.actor.optim.lr == pytest.approx(1e-6) and coach.actor.optim.lr == pytest.approx(1e-6)
+    assert player.actor.kl_loss_coef == pytest.approx(0.001) and player.actor.use_kl_loss
+    assert player.rollout.name == "vllm" and player.rollout.prompt_length + player.rollout.response_length <= 4096
+    assert settings.validation.dataset == "amc" and settings.validation.samples_per_problem == 10
