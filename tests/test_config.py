@@ -30,7 +30,7 @@ def test_policy_deltas_do_not_leak_between_policies():
     configs = build_policy_configs(cfg)
     coach, player = configs["coach"].actor_rollout_ref, configs["player"].actor_rollout_ref
     assert coach.actor.optim.lr == pytest.approx(3e-5)
-    assert player.actor.optim.lr == pytest.approx(1e-6)  # the shared base value
+    assert player.actor.optim.lr == pytest.approx(cfg.actor_rollout_ref.actor.optim.lr)  # the shared base value
     assert player.rollout.temperature == pytest.approx(0.25)
     assert coach.rollout.temperature == pytest.approx(0.9)
     assert coach.actor.entropy_coeff == pytest.approx(0.01) and player.actor.entropy_coeff == pytest.approx(-0.01)
