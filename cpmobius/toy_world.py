@@ -84,12 +84,15 @@ def _chat_ids(tokenizer: Any, user: str, assistant: str) -> tuple[list[int], int
 
 
 def pretrain(model: Any, tokenizer: Any, pairs: list[tuple[str, str]], steps: int, spec: PretrainSpec) -> list[float]:
-    """Supervised next-token training on (user, assistant) pairs, loss on assistant tokens only.
+    """Supervised next-token training on (user, assistant) pairs, loss on assistant tokens only
+    (on a GPU when there is one; the model is returned on the CPU).
 
     Returns:
         The loss of every step (mean over assistant tokens of the batch).
     """
     rng = random.Random(spec.seed)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
     model.train()
     losses = []
@@ -103,12 +106,12 @@ def pretrain(model: Any, tokenizer: Any, pairs: list[tuple[str, str]], steps: in
             input_ids[row, : len(ids)] = torch.tensor(ids)
             labels[row, start : len(ids)] = torch.tensor(ids[start:])
             attention[row, : len(ids)] = 1
-        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        loss = model(input_ids=input_ids.to(device), attention_mask=attention.to(device), labels=labels.to(device)).loss
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(float(loss))
-    model.eval()
+    model.to("cpu").eval()
     return losses
 
 
@@ -169,4 +172,5 @@ def solve(text: str) -> Optional[str]:
         return None
     if any(len(number) > 6 for number in re.findall(r"\d+", match.group(1))):
         return None
-    return str(eval(match.group(1)))  # noqa: S307 - digits and + - * only, checked above
+    expression = re.sub(r"\d+", lambda m: str(int(m.group())), match.group(1))  # "05" is 5, not a syntax error
+    return str(eval(expression))  # noqa: S307 - digits and + - * only, checked above

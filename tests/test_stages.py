@@ -187,6 +187,7 @@ def test_toy_validation_set_is_deterministic():
     first, again = validation_problems(16, seed=3), validation_problems(16, seed=3)
     assert first == again and first != validation_problems(16, seed=4)
     assert all(solve(p.text) == p.answer for p in first)
+    assert solve("What is 16 + 05?") == "21" and solve("What is 3 +?") is None  # numbers the Coach pads with 0
     loaded = load_validation_set(ValidationSettings(dataset="toy", size=16, seed=3))
     assert loaded.problems == [p.text for p in first] and len(loaded) == 16
 
