@@ -143,3 +143,27 @@ def test_weight_loading_checks_completeness(server):
         server._received = set()
         server.load_weights(list(original.items()), last=True)
     assert server.get_state_digest() == pytest.approx(before)
+
+
+def test_vllm_name_mixins_give_each_policy_its_own_server_and_socket(model_cache):
+    from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+
+    from cpmobius.verl_ext.vllm_rollout import PolicyNamedAdapterMixin, PolicyNamedReplicaMixin
+
+    class VerlLikeReplica:  # the two hooks verl's vLLMReplica / ServerAdapter expose
+        def __init__(self, config):
+            self.config = config
+            self.zmq_handle = "ipc:///tmp/rl-colocate-zmq-job-replica-0-rank-0.sock"
+
+        def _get_server_name_prefix(self):
+            return "vllm_"
+
+    Replica = type("R", (PolicyNamedReplicaMixin, VerlLikeReplica), {})
+    Adapter = type("A", (PolicyNamedAdapterMixin, VerlLikeReplica), {})
+    cfg = compose_config([f"model.cache_dir={model_cache}", "backend=vllm"])
+    coach, player = (policy_config(cfg, n).actor_rollout_ref.rollout for n in ("coach", "player"))
+    assert Replica(coach)._get_server_name_prefix() == Adapter(coach)._get_server_name_prefix() == "coach_vllm_"
+    assert Replica(player)._get_server_name_prefix() == "player_vllm_"
+    assert Adapter(coach).zmq_handle != Adapter(player).zmq_handle
+    assert Replica(cfg.actor_rollout_ref.rollout)._get_server_name_prefix() == "vllm_"  # unnamed: verl's own
+    assert _ROLLOUT_REGISTRY[("vllm", "async")].endswith("PolicyvLLMServerAdapter")
