@@ -104,6 +104,7 @@ def assign_pseudo_labels(
                 truncated=group_truncated,
                 kept=reason is None,
                 drop_reason=reason,
+                extra={"grade_failures": vote.n_timeouts + vote.n_errors},
             )
         )
     return outcomes

@@ -65,6 +65,7 @@ class LoopState:
     rollbacks: int = 0
     delta_t_history: list[float] = field(default_factory=list)
     filter_totals: dict[str, int] = field(default_factory=dict)
+    generated_tokens: dict[str, int] = field(default_factory=dict)  # per stage, since the start of the run
     delta_tracker: dict = field(default_factory=dict)
 
 
@@ -138,6 +139,7 @@ class CoachPlayerLoop:
                 problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
             candidates += count
             rejected.update(attempt_rejected)
+            self._count_tokens("coach", coach_batch)
             valid = [p for p in problems if p.valid]
             archive += [self._archive_row(attempts, p, None, None) for p in problems if not p.valid]
             if not valid:
@@ -147,6 +149,7 @@ class CoachPlayerLoop:
                 player_batch, outcomes = roll_out_and_filter(
                     self.player, [p.text for p in valid], n, fs, self.settings.player.system_prompt
                 )
+            self._count_tokens("player_rollouts", player_batch)
             for index, (problem, outcome) in enumerate(zip(valid, outcomes)):
                 truth = self.ground_truth(problem.text) if self.ground_truth else None
                 correct = None if truth is None or outcome.pseudo_label is None else outcome.pseudo_label == truth
@@ -197,6 +200,7 @@ class CoachPlayerLoop:
         """Validation accuracy after the Player update, and Δt against the score before it."""
         result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.settings.player.system_prompt)
         delta_t = self.delta.update(result.accuracy)
+        self._count_tokens("validation", None, int(result.mean_response_tokens * len(self.val_set) * self.settings.validation.samples_per_problem))
         self.state.delta_t_history.append(delta_t)
         return delta_t, {
             "val/accuracy": result.accuracy,
@@ -315,7 +319,13 @@ class CoachPlayerLoop:
         return {
             "loop/engine_switches": float(self.player.guard.switches),
             "loop/filter_kept_total": float(self.state.filter_totals.get("kept", 0)),
+            **{f"loop/generated_tokens/{stage}": float(count) for stage, count in self.state.generated_tokens.items()},
         }
+
+    def _count_tokens(self, stage: str, batch: Optional[DataProto], count: Optional[int] = None) -> None:
+        if count is None:
+            count = int(batch.batch["response_mask"].sum())
+        self.state.generated_tokens[stage] = self.state.generated_tokens.get(stage, 0) + count
 
     def _skipped_step(self) -> dict[str, float]:
         # BR-21: no Player update, so the Player's score and Δt are unchanged (0); nothing to reward.

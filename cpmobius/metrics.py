@@ -37,6 +37,8 @@ def filter_metrics(
         "filter/pass_rate_mean": _mean([o.pass_rate for o in outcomes]),
         "filter/kept_pass_rate_mean": _mean([o.pass_rate for o in outcomes if o.kept]),
         "filter/truncated_frac": _mean([np.mean(o.truncated) for o in outcomes]) if outcomes else 0.0,
+        # answer comparisons that timed out or failed in the vote (counted as "different", never hidden)
+        "pseudo_label/grade_failures": sum(o.extra.get("grade_failures", 0) for o in outcomes),
     }
     for reason in REJECT_REASONS:
         metrics[f"coach/rejected/{reason}"] = rejected.get(reason, 0)
