@@ -143,5 +143,29 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
+def print_validated_config(argv: list[str]) -> int:
+    """``--cfg job`` (Hydra's flag): compose, validate every key, print the resolved config; no Ray.
+
+    Hydra's own ``--cfg`` prints before any of our checks run, so it is handled here first.
+    Returns the process exit code (2 with a message naming the key on a bad value).
+    """
+    from omegaconf import OmegaConf
+
+    from cpmobius.config import ConfigError, compose_config
+
+    overrides = [arg for arg in argv if not arg.startswith("-") and arg not in ("job", "all", "hydra")]
+    try:
+        cfg = compose_config(overrides)
+        load_settings(cfg)
+        build_policy_configs(cfg)
+    except ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
+        return 2
+    print(OmegaConf.to_yaml(cfg, resolve=True))
+    return 0
+
+
 if __name__ == "__main__":
+    if "--cfg" in sys.argv[1:] or "-c" in sys.argv[1:]:
+        sys.exit(print_validated_config(sys.argv[1:]))
     main()

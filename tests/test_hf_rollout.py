@@ -167,3 +167,24 @@ def test_vllm_name_mixins_give_each_policy_its_own_server_and_socket(model_cache
     assert Adapter(coach).zmq_handle != Adapter(player).zmq_handle
     assert Replica(cfg.actor_rollout_ref.rollout)._get_server_name_prefix() == "vllm_"  # unnamed: verl's own
     assert _ROLLOUT_REGISTRY[("vllm", "async")].endswith("PolicyvLLMServerAdapter")
+
+
+async def test_agent_loop_sends_the_configured_repetition_penalty(monkeypatch):
+    from types import SimpleNamespace
+
+    from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
+
+    from cpmobius.verl_ext.agent_loop import ConfiguredSingleTurnAgentLoop
+
+    captured = {}
+
+    async def fake_run(self, sampling_params, **kwargs):
+        captured.update(sampling_params)
+        return "ran"
+
+    monkeypatch.setattr(SingleTurnAgentLoop, "run", fake_run)
+    loop = ConfiguredSingleTurnAgentLoop.__new__(ConfiguredSingleTurnAgentLoop)
+    loop.rollout_config = SimpleNamespace(repetition_penalty=1.05)
+    params = {"repetition_penalty": 1.0, "temperature": 0.7}  # what verl's AgentLoopWorker always sends
+    assert await loop.run(params, raw_prompt=[]) == "ran"
+    assert captured == {"repetition_penalty": 1.05, "temperature": 0.7} and params["repetition_penalty"] == 1.0

@@ -1,0 +1,56 @@
+"""The four cluster launch scripts: each composes and validates its preset with ``--cfg job``
+without starting Ray or touching a GPU, and a wrong value fails naming the key."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = {
+    "train_qwen_1p5b.sh": "paper_qwen_1p5b",
+    "train_qwen_7b_instruct.sh": "released_qwen_7b_instruct",
+    "train_openmath_nemotron_1p5b.sh": "released_openmath_nemotron_1p5b",
+    "train_octothinker_3b.sh": "released_octothinker_3b",
+}
+ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(REPO / "scripts" / name), *args], capture_output=True, text=True, timeout=300, env=ENV)
+
+
+@pytest.mark.parametrize(("script", "experiment"), sorted(SCRIPTS.items()))
+def test_script_prints_a_resolved_validated_config(script, experiment):
+    from omegaconf import OmegaConf
+
+    done = run_script(script, "--cfg", "job")
+    assert done.returncode == 0, done.stderr[-2000:]
+    cfg = OmegaConf.create(done.stdout)
+    assert cfg.trainer.experiment_name == experiment
+    assert cfg.actor_rollout_ref.rollout.name == "vllm" and cfg.trainer.n_gpus_per_node == 8
+    assert "${" not in done.stdout  # fully resolved
+    prompt, response = cfg.data.max_prompt_length, cfg.data.max_response_length
+    assert prompt + response <= (4096 if "qwen" in script else 131072)  # BR-31: Qwen2.5-Math has 4,096 positions
+    if "octothinker" in script or "nemotron" in script:
+        assert cfg.player.verl.model.custom_chat_template.startswith("A conversation between User and Assistant")
+
+
+def test_script_rejects_a_wrong_value_naming_the_key():
+    done = run_script("train_qwen_1p5b.sh", "--cfg", "job", "filter.band_high=1.5")
+    assert done.returncode == 2 and "filter.band_high" in done.stderr
+
+
+def test_zero_template_renders_the_released_player_prompt(model_cache):
+    from cpmobius.config import compose_config, policy_config
+    from cpmobius.tiny_models import build_char_tokenizer
+
+    cfg = compose_config(["experiment=released_octothinker_3b"])
+    tokenizer = build_char_tokenizer()
+    tokenizer.chat_template = policy_config(cfg, "player").actor_rollout_ref.model.custom_chat_template
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 + 2?"}], add_generation_prompt=True, tokenize=False)
+    assert text.endswith("\\boxed{}.\n\nUser: What is 2 + 2?.\nAssistant: Let me solve this step by step.")
