@@ -145,21 +145,25 @@ def worker_env_vars(cfg: DictConfig) -> dict[str, str]:
 
 
 def ray_init_kwargs(cfg: DictConfig) -> dict[str, Any]:
-    """Arguments for `ray.init`, verl's runtime env plus ours (as verl's ``main_ppo.run_ppo`` does)."""
+    """Arguments for `ray.init`, verl's runtime env plus ours (as verl's ``main_ppo.run_ppo`` does).
+
+    With ``RAY_ADDRESS`` set (``auto`` or ``host:port``) the driver joins that cluster.
+    """
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
     runtime_env = get_ppo_ray_runtime_env()
     env_vars = dict(runtime_env.get("env_vars", {}))
     env_vars.update(worker_env_vars(cfg))
     runtime_env["env_vars"] = env_vars
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        # Join a running (multi-node) cluster: its resources are its own, not ours to declare.
+        return {"address": address, "runtime_env": runtime_env}
     kwargs: dict[str, Any] = {"runtime_env": runtime_env, "include_dashboard": False}
     if cfg.backend.get("ray_num_cpus") is not None:
         kwargs["num_cpus"] = int(cfg.backend.ray_num_cpus)
     if cfg.backend.get("ray_num_gpus") is not None:
         kwargs["num_gpus"] = int(cfg.backend.ray_num_gpus)
-    address = os.environ.get("RAY_ADDRESS")
-    if address:
-        kwargs["address"] = address
     return kwargs
 
 

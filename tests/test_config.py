@@ -109,3 +109,10 @@ def test_experiment_presets_compose_and_validate(preset, reward, rollback):
     assert player.actor.kl_loss_coef == pytest.approx(0.001) and player.actor.use_kl_loss
     assert player.rollout.name == "vllm" and player.rollout.prompt_length + player.rollout.response_length <= 4096
     assert settings.validation.dataset == "amc" and settings.validation.samples_per_problem == 10
+
+
+def test_ray_address_joins_an_existing_cluster(monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    kwargs = ray_init_kwargs(compose_config())
+    assert kwargs["address"] == "auto" and "num_gpus" not in kwargs and "num_cpus" not in kwargs
+    assert kwargs["runtime_env"]["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.verl_ext"
