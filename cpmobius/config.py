@@ -137,6 +137,8 @@ def worker_env_vars(cfg: DictConfig) -> dict[str, str]:
         "TOKENIZERS_PARALLELISM": "false",
         "NCCL_DEBUG": "WARN",
         "VLLM_LOGGING_LEVEL": "WARN",
+        # verl warns in every worker that engines it was not asked for (megatron, veomni, ...) are missing.
+        "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore::UserWarning:verl.workers.engine"])),
     }
     platform = cfg.backend.platform
     if platform:

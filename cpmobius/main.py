@@ -73,7 +73,14 @@ def make_tracking(cfg: DictConfig) -> Any:
     if not backends:
         return None
     os.makedirs(cfg.trainer.default_local_dir, exist_ok=True)
-    os.environ.setdefault("VERL_FILE_LOGGER_PATH", os.path.join(cfg.trainer.default_local_dir, "metrics.jsonl"))
+    metrics_path = os.path.join(cfg.trainer.default_local_dir, "metrics.jsonl")
+    if "file" in backends and os.path.exists(metrics_path):
+        # verl's file logger truncates its file: keep an earlier launch's metrics as metrics.<k>.jsonl.
+        k = 1
+        while os.path.exists(os.path.join(cfg.trainer.default_local_dir, f"metrics.{k}.jsonl")):
+            k += 1
+        os.replace(metrics_path, os.path.join(cfg.trainer.default_local_dir, f"metrics.{k}.jsonl"))
+    os.environ.setdefault("VERL_FILE_LOGGER_PATH", metrics_path)
     os.environ.setdefault("TENSORBOARD_DIR", os.path.join(cfg.trainer.default_local_dir, "tensorboard"))
     return Tracking(
         project_name=cfg.trainer.project_name,
@@ -123,8 +130,29 @@ def build_loop(cfg: DictConfig, logger: Any = None) -> Any:
     return CoachPlayerLoop(cfg, settings, coach, player, logger, ground_truth)
 
 
+def finished_step(cfg: DictConfig) -> int | None:
+    """The step of the checkpoint a resumed run would start from, when it already reached the last step."""
+    from cpmobius.checkpoint import find_latest_checkpoint
+
+    if cfg.trainer.resume_mode != "auto":
+        return None
+    latest = find_latest_checkpoint(cfg.trainer.default_local_dir)
+    step = int(latest.name.rsplit("_", 1)[1]) if latest is not None else None
+    return step if step is not None and step >= int(cfg.trainer.total_training_steps) else None
+
+
 def run(cfg: DictConfig) -> Any:
-    """`build_loop`, then `fit`. Returns the final `LoopState`."""
+    """`build_loop`, then `fit`. Returns the final `LoopState` (None when there was nothing to do)."""
+    load_settings(cfg)
+    done = finished_step(cfg)
+    if done is not None:
+        print(
+            f"[cpmobius] {cfg.trainer.default_local_dir} is already at step {done} of "
+            f"trainer.total_training_steps={cfg.trainer.total_training_steps}: nothing to run. Raise "
+            "trainer.total_training_steps to continue, or set trainer.default_local_dir for a new run.",
+            flush=True,
+        )
+        return None
     loop = build_loop(cfg)
     loop.logger = Loggers(make_tracking(cfg), StepTable())
     state = loop.fit()

@@ -165,13 +165,34 @@ class Settings:
     validation: ValidationSettings
 
 
+_SIMPLE_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+
+
+def _check_type(key: str, annotation: str, value: Any) -> None:
+    optional = annotation.startswith("Optional[")
+    base = annotation[len("Optional[") : -1] if optional else annotation
+    if base not in _SIMPLE_TYPES or (optional and value is None):
+        return
+    allowed = _SIMPLE_TYPES[base]
+    if not isinstance(value, allowed) or (base != "bool" and isinstance(value, bool)):
+        raise ConfigError(f"{key}: expected {annotation}, got {value!r}")
+
+
 def _section(cfg: DictConfig, key: str, cls: type) -> Any:
     node = OmegaConf.to_container(cfg[key], resolve=True) if key in cfg else {}
-    known = {f.name for f in fields(cls)}
+    known = {f.name: f for f in fields(cls)}
     node.pop("verl", None)
-    unknown = sorted(set(node) - known)
+    unknown = sorted(set(node) - set(known))
     if unknown:
         raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {sorted(known)})")
+    for name, value in node.items():
+        _check_type(f"{key}.{name}", str(known[name].type), value)
+    if key == "player" and isinstance(node.get("rollback"), dict):
+        for name, value in node["rollback"].items():
+            rollback_field = {f.name: f for f in fields(RollbackSettings)}.get(name)
+            if rollback_field is None:
+                raise ConfigError(f"player.rollback.{name}: unknown key")
+            _check_type(f"player.rollback.{name}", str(rollback_field.type), value)
     return cls(**node)
 
 

@@ -110,7 +110,7 @@ def pretrain(model: Any, tokenizer: Any, pairs: list[tuple[str, str]], steps: in
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     model.to("cpu").eval()
     return losses
 

@@ -236,3 +236,12 @@ def test_amc_validation_set_loads_from_shared_data():
         pytest.skip("shared AMC copy absent")
     amc = load_validation_set(ValidationSettings(dataset="amc", data_dir=str(data), size=None))
     assert len(amc) == 83 and amc.answers[0] == "142" and amc.ids[0] == "amc-0"
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [("filter.quota=abc", "filter.quota"), ("filter.enabled=maybe", "filter.enabled"), ("player.rollback.patience=x", "player.rollback.patience")],
+)
+def test_wrong_types_are_config_errors_not_tracebacks(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_settings(compose_config([override]))
