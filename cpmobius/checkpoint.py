@@ -72,10 +72,15 @@ def save_checkpoint(root: str | os.PathLike, step: int, policies: dict[str, Any]
     (partial / "loop_state.json").write_text(json.dumps(loop_state, indent=1))
     torch.save(capture_rng(), partial / "rng.pt")
     (partial / "config.yaml").write_text(OmegaConf.to_yaml(config, resolve=True))
-    if final.exists():
-        shutil.rmtree(final)
+    previous = root / f".global_step_{step}.previous"
+    if final.exists():  # saving a step again: keep the old copy until the new one is in place
+        if previous.exists():
+            shutil.rmtree(previous)
+        os.replace(final, previous)
     os.replace(partial, final)
     _atomic_write_text(root / TRACKER_FILE, str(step))
+    if previous.exists():
+        shutil.rmtree(previous)
     return final
 
 
@@ -90,6 +95,9 @@ def find_latest_checkpoint(root: str | os.PathLike) -> Optional[Path]:
         return None
     step = int(tracker.read_text().strip())
     path = Path(root) / f"global_step_{step}"
+    previous = Path(root) / f".global_step_{step}.previous"
+    if not path.is_dir() and previous.is_dir():  # killed while re-saving this step: the old copy stands
+        os.replace(previous, path)
     if not path.is_dir():
         raise FileNotFoundError(f"{tracker} names step {step} but {path} is missing")
     return path

@@ -24,17 +24,35 @@ from cpmobius.settings import CoachSettings
 REJECT_REASONS = ("empty", "truncated", "over_long", "no_question", "chatter", "several_problems", "leaks_answer", "duplicate")
 
 _QUESTION_WORDS = re.compile(
-    r"\?|\b(what|find|compute|calculate|determine|evaluate|solve|simplify|how many|how much|prove|show that|express)\b",
+    r"\?|\b(what|which|who|when|where|why|find|compute|calculate|determine|evaluate|solve|simplify|how many|how much|"
+    r"prove|show that|express|factor|expand|rationali[sz]e|write|convert|list|estimate|approximate|count|give|state)\b",
     re.IGNORECASE,
 )
 _CHATTER = re.compile(
     r"^\s*(sure|certainly|of course|okay|ok|here is|here's|i can|i will|i'll|as an ai)\b|\bi hope (this|that)\b",
     re.IGNORECASE,
 )
-_SEVERAL = re.compile(r"(^|\n)\s*(problem|question)\s*(\d+|[ivx]+)\s*[:.)]|(^|\n)\s*2[.)]\s+\S", re.IGNORECASE)
-_LEAK = re.compile(
-    r"\\boxed|\\fbox|\b(answer|solution)\s*[:=]|\bthe (final )?answer is\b|\bthe result is\b", re.IGNORECASE
+# Several problems: two numbered headings, or an enumeration with a first and a second item.
+_HEADING = re.compile(r"(^|\n)\s*(problem|question|exercise)\s*(\d+|[ivx]+)\s*[:.)]", re.IGNORECASE)
+_ENUMERATIONS = (
+    (re.compile(r"(^|\s)1[.)]\s"), re.compile(r"(^|\s)2[.)]\s")),
+    (re.compile(r"(^|\s)\(a\)\s", re.IGNORECASE), re.compile(r"(^|\s)\(b\)\s", re.IGNORECASE)),
 )
+# A leaked answer: a non-empty box, an Answer/Solution heading on its own line, or "answer is <value>"
+# opening a sentence. Mid-sentence uses ("a 20% acid solution: 3 liters", "each correct answer = 4
+# points", "the answer is a positive integer") and the empty format instruction "\boxed{}" are not leaks.
+_LEAK = re.compile(
+    r"\\(boxed|fbox)\s*\{\s*[^}\s]"
+    r"|(^|\n)\s*(#+\s*|\*\*)?(final\s+)?(answer|solution)\b\s*(\*\*)?\s*([:.=]|\n|$)"
+    r"|(^|[.!?]\s+|\n)\s*(the\s+)?(final\s+)?(answer|result)\s*(is|[:=])\s*\$?\s*[-+(\\\d]",
+    re.IGNORECASE,
+)
+
+
+def _several_problems(text: str) -> bool:
+    if len(_HEADING.findall(text)) >= 2:
+        return True
+    return any(first.search(text) and second.search(text) for first, second in _ENUMERATIONS)
 
 
 @dataclass
@@ -81,7 +99,7 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
         return "leaks_answer"
     if _CHATTER.search(stripped):
         return "chatter"
-    if _SEVERAL.search(stripped):
+    if _several_problems(stripped):
         return "several_problems"
     if not _QUESTION_WORDS.search(stripped):
         return "no_question"

@@ -95,12 +95,18 @@ def assign_pseudo_labels(
         agreeing = sum(vote.agrees)
         sizes = sorted((len(c) for c in vote.clusters), reverse=True)
         tie = len(sizes) > 1 and sizes[0] == sizes[1]
-        reason = decide(vote.pseudo_label, agreeing, n, settings, tie)
+        unanswered = sum(1 for a, t in zip(vote.answers, group_truncated) if a is None or t)
+        label = vote.pseudo_label
+        if label is not None and unanswered >= agreeing:
+            # "No answer" is the group's most common outcome (or ties with the top answer): released
+            # code and paper drop such a problem; the grader never makes "no answer" a label itself.
+            label, tie = None, False
+        reason = decide(label, agreeing, n, settings, tie)
         outcomes.append(
             GroupOutcome(
-                pseudo_label=vote.pseudo_label,
-                pass_rate=agreeing / n if vote.pseudo_label is not None else 0.0,
-                agrees=list(vote.agrees) if vote.pseudo_label is not None else [False] * n,
+                pseudo_label=label,
+                pass_rate=agreeing / n if label is not None else 0.0,
+                agrees=list(vote.agrees) if label is not None else [False] * n,
                 truncated=group_truncated,
                 kept=reason is None,
                 drop_reason=reason,

@@ -22,6 +22,7 @@ from verl import DataProto
 from cpmobius import checkpoint, metrics
 from cpmobius.coach import Problem, propose_problems
 from cpmobius.difficulty_filter import GroupOutcome, roll_out_and_filter
+from cpmobius.grading import answers_equivalent
 from cpmobius.rewards import (
     coach_advantages,
     coach_rewards,
@@ -79,17 +80,27 @@ class CoachPlayerLoop:
         player: the Player `Policy`, started.
         logger: an object with ``log(data, step)`` (verl's `Tracking`), or None.
         ground_truth: optional function problem text → true answer or None (the toy world), for
-            ``pseudo_label/*`` metrics.
+            ``pseudo_label/*`` metrics (compared with the project's grader).
+        val_set: the validation set, when already loaded (the driver loads it before starting Ray).
     """
 
-    def __init__(self, cfg: Any, settings: Settings, coach: Any, player: Any, logger: Any = None, ground_truth: Any = None):
+    def __init__(
+        self,
+        cfg: Any,
+        settings: Settings,
+        coach: Any,
+        player: Any,
+        logger: Any = None,
+        ground_truth: Any = None,
+        val_set: Any = None,
+    ):
         self.cfg = cfg
         self.settings = settings
         self.coach, self.player = coach, player
         self.logger = logger
         self.ground_truth = ground_truth
         self.output_dir = Path(cfg.trainer.default_local_dir)
-        self.val_set = load_validation_set(settings.validation)
+        self.val_set = val_set if val_set is not None else load_validation_set(settings.validation)
         self.delta = DeltaTracker(settings.validation.ema_decay)
         self.state = LoopState()
         self.stage_log: list[str] = []
@@ -152,7 +163,7 @@ class CoachPlayerLoop:
             self._count_tokens("player_rollouts", player_batch)
             for index, (problem, outcome) in enumerate(zip(valid, outcomes)):
                 truth = self.ground_truth(problem.text) if self.ground_truth else None
-                correct = None if truth is None or outcome.pseudo_label is None else outcome.pseudo_label == truth
+                correct = None if truth is None or outcome.pseudo_label is None else answers_equivalent(outcome.pseudo_label, truth)
                 all_outcomes.append(outcome)
                 label_correct.append(correct)
                 archive.append(self._archive_row(attempts, problem, outcome, correct))

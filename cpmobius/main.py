@@ -112,8 +112,11 @@ def build_loop(cfg: DictConfig, logger: Any = None) -> Any:
     """
     import ray
 
+    from cpmobius.validation import load_validation_set
+
     settings = load_settings(cfg)
     configs = build_policy_configs(cfg)
+    val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
     prepare_models(cfg, settings)
     apply_env_to_driver(cfg)
     import cpmobius.verl_ext  # noqa: F401  (platform and rollout registered in the driver too)
@@ -127,7 +130,7 @@ def build_loop(cfg: DictConfig, logger: Any = None) -> Any:
     coach = Policy("coach", configs["coach"], pool, guard).start()
     player = Policy("player", configs["player"], pool, guard).start()
     ground_truth = solve if settings.validation.dataset == "toy" else None
-    return CoachPlayerLoop(cfg, settings, coach, player, logger, ground_truth)
+    return CoachPlayerLoop(cfg, settings, coach, player, logger, ground_truth, val_set=val_set)
 
 
 def finished_step(cfg: DictConfig) -> int | None:

@@ -130,8 +130,8 @@ class ValidationSettings:
     dataset: str = "toy"
     # Folder holding eval/<name>/<name>.jsonl (the repository's shared data copy, or prepared data).
     data_dir: Optional[str] = None
-    # Problems in the toy set; for a benchmark, keep the first `size` rows (null = all).
-    size: Optional[int] = 32
+    # First `size` problems of a benchmark (null = all); the toy set's size (null = 32).
+    size: Optional[int] = None
     # Sampled responses per problem (released 1.5B: 10 copies of AMC at the Player's temperature).
     samples_per_problem: int = 1
     # Greedy decoding (then samples_per_problem must be 1); else rollout.val_kwargs sampling.
@@ -202,9 +202,17 @@ def load_settings(cfg: DictConfig) -> Settings:
     Raises:
         ConfigError: naming the first bad or unknown key.
     """
-    return Settings(
+    settings = Settings(
         coach=_section(cfg, "coach", CoachSettings),
         player=_section(cfg, "player", PlayerSettings),
         filter=_section(cfg, "filter", FilterSettings),
         validation=_section(cfg, "validation", ValidationSettings),
     )
+    low, high = settings.filter.count_band(settings.player.n)
+    _require(
+        low <= high,
+        "filter.band_low",
+        f"[{settings.filter.band_low}, {settings.filter.band_high}] holds no whole number of agreeing rollouts "
+        f"out of player.n={settings.player.n}: every problem would be dropped",
+    )
+    return settings

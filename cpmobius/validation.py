@@ -67,12 +67,18 @@ def load_validation_set(settings: ValidationSettings) -> ValidationSet:
                 continue
             try:
                 row = json.loads(line)
-                problems.append(str(row["problem"]))
-                answers.append(str(row["answer"]))
-            except (json.JSONDecodeError, KeyError) as error:
-                raise ConfigError(f"validation.dataset: {path}:{line_no}: {error!r}") from error
-            ids.append(str(row.get("id", f"{path.stem}-{line_no - 1}")))
+            except json.JSONDecodeError as error:
+                raise ConfigError(f"validation.dataset: {path}:{line_no}: not JSON ({error.msg})") from error
+            if not isinstance(row, dict) or row.get("problem") is None or row.get("answer") is None:
+                raise ConfigError(f"validation.dataset: {path}:{line_no}: needs an object with 'problem' and 'answer'")
+            ids.append(str(row.get("id", f"{path.stem}-{len(problems)}")))
+            problems.append(str(row["problem"]))
+            answers.append(str(row["answer"]))
+    if not problems:
+        raise ConfigError(f"validation.dataset: {path} holds no problems")
     if settings.size is not None:
+        if settings.size > len(problems):
+            raise ConfigError(f"validation.size: {settings.size} asked, {path} holds {len(problems)} (null = all)")
         ids, problems, answers = ids[: settings.size], problems[: settings.size], answers[: settings.size]
     return ValidationSet(path.stem, ids, problems, answers)
 
@@ -146,4 +152,5 @@ class DeltaTracker:
         return {"ema_decay": self.ema_decay, "reference": self.reference, "history": list(self.history)}
 
     def load_state_dict(self, state: dict) -> None:
-        self.ema_decay, self.reference, self.history = state["ema_decay"], state["reference"], list(state["history"])
+        """Restore the reference score and history; the configured ``ema_decay`` stays as configured."""
+        self.reference, self.history = state["reference"], list(state["history"])

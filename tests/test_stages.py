@@ -67,16 +67,23 @@ def boxed(answers):
 
 @pytest.mark.parametrize(
     ("agreeing", "kept"),
-    [(2, True), (8, True), (1, False), (9, False), (5, True)],  # BR-21 boundary rows, n = 10
+    [(2, True), (8, True), (9, False), (5, True)],  # BR-21 boundary rows, n = 10
 )
 def test_band_is_inclusive_on_integer_counts(agreeing, kept):
-    # the other rollouts give no answer, so "7" is the label even when only one rollout agrees
-    answers = ["7"] * agreeing + [None] * (10 - agreeing)
+    # the other rollouts all answer differently, so "7" (agreeing ≥ 2) is the unique plurality
+    answers = ["7"] * agreeing + [str(100 + i) for i in range(10 - agreeing)]
     outcome = assign_pseudo_labels(boxed(answers), [False] * 10, 10, FilterSettings())[0]
     assert outcome.kept is kept
     assert outcome.pseudo_label == "7"
     assert outcome.pass_rate == pytest.approx(agreeing / 10)
-    assert outcome.drop_reason == (None if kept else ("below_band" if agreeing < 2 else "above_band"))
+    assert outcome.drop_reason == (None if kept else "above_band")
+
+
+def test_one_agreeing_rollout_is_below_the_band():
+    # 1/10 agreement has a label only as a plurality over ties, e.g. against "no answer": 7 once, 9 no-answers
+    # is a no-answer majority; with counts alone, decide() gives below_band (BR-21: 1/10 dropped)
+    assert decide("7", 1, 10, FilterSettings(), tie=False) == "below_band"
+    assert decide("7", 2, 10, FilterSettings(), tie=False) is None
 
 
 def test_count_band_has_no_float_drift():
@@ -89,7 +96,7 @@ def test_ties_and_no_answer_majorities_give_no_label():
     tie = assign_pseudo_labels(boxed(["1", "1", "2", "2"]), [False] * 4, 4, FilterSettings())[0]
     assert tie.pseudo_label is None and tie.drop_reason == "tie" and not tie.kept and tie.pass_rate == 0
     lone = assign_pseudo_labels(boxed([None, None, None, "3"]), [False] * 4, 4, FilterSettings())[0]
-    assert lone.pseudo_label == "3" and lone.kept  # "no answer" never wins; 1 of 4 is in [ceil(0.8), floor(3.2)]
+    assert lone.pseudo_label is None and lone.drop_reason == "no_answer"  # "no answer" is the commonest outcome
     allnone = assign_pseudo_labels(boxed([None] * 4), [False] * 4, 4, FilterSettings())[0]
     assert allnone.pseudo_label is None and allnone.drop_reason == "no_answer"
 
