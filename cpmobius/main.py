@@ -115,9 +115,18 @@ def build_loop(cfg: DictConfig, logger: Any = None) -> Any:
     from cpmobius.validation import load_validation_set
 
     settings = load_settings(cfg)
-    configs = build_policy_configs(cfg)
+    build_policy_configs(cfg)  # every value checked before anything runs
     val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
     prepare_models(cfg, settings)
+    if cfg.warmup.enabled:
+        from omegaconf import open_dict
+
+        from cpmobius.warmup import run_warmup
+
+        coach_start = run_warmup(cfg)
+        with open_dict(cfg):
+            cfg.model.coach_path = str(coach_start)
+    configs = build_policy_configs(cfg)
     apply_env_to_driver(cfg)
     import cpmobius.verl_ext  # noqa: F401  (platform and rollout registered in the driver too)
     from cpmobius.loop import CoachPlayerLoop

@@ -156,6 +156,34 @@ class ValidationSettings:
 
 
 @dataclass
+class WarmupSettings:
+    """Config group ``warmup``: the Coach SFT warm-up (paper §3; the paper gives no hyperparameters)."""
+
+    # Run the warm-up before the loop (false = the paper's "no warm-up" ablation).
+    enabled: bool = False
+    # The messages parquet: user = coach.instruction, assistant = one problem.
+    data: str = "data/warmup/coach_warmup.parquet"
+    # Passes over the data, and an optional cap on optimizer steps.
+    epochs: int = 1
+    max_steps: Optional[int] = None
+    # AdamW learning rate.
+    lr: float = 1e-5
+    # Sequences per optimizer step, and per device per forward pass.
+    batch_size: int = 64
+    micro_batch_size_per_gpu: int = 4
+    # Tokens per conversation (instruction + problem); longer ones are cut on the right.
+    max_length: int = 1024
+
+    def __post_init__(self) -> None:
+        _require(self.epochs >= 1, "warmup.epochs", "must be >= 1")
+        _require(self.max_steps is None or self.max_steps >= 1, "warmup.max_steps", "must be >= 1 or null")
+        _require(self.lr > 0, "warmup.lr", "must be positive")
+        _require(self.batch_size >= 1 and self.micro_batch_size_per_gpu >= 1, "warmup.batch_size", "must be >= 1")
+        _require(self.batch_size % self.micro_batch_size_per_gpu == 0, "warmup.micro_batch_size_per_gpu", "must divide warmup.batch_size")
+        _require(self.max_length >= 16, "warmup.max_length", "must be >= 16 tokens")
+
+
+@dataclass
 class Settings:
     """All stage settings of a run."""
 
@@ -163,6 +191,7 @@ class Settings:
     player: PlayerSettings
     filter: FilterSettings
     validation: ValidationSettings
+    warmup: WarmupSettings
 
 
 _SIMPLE_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
@@ -207,6 +236,7 @@ def load_settings(cfg: DictConfig) -> Settings:
         player=_section(cfg, "player", PlayerSettings),
         filter=_section(cfg, "filter", FilterSettings),
         validation=_section(cfg, "validation", ValidationSettings),
+        warmup=_section(cfg, "warmup", WarmupSettings),
     )
     low, high = settings.filter.count_band(settings.player.n)
     _require(

@@ -1,0 +1,112 @@
+"""Coach SFT warm-up through verl's own SFT trainer (paper §3: a light SFT before co-evolution).
+
+Run under torchrun, one process per device: ``python -m torch.distributed.run --standalone
+--nproc_per_node=N -m cpmobius.warmup <verl sft_trainer_engine overrides>``. The data is a
+``messages`` parquet (user turn = the Coach instruction, assistant turn = one problem); the loss
+falls on assistant tokens only (verl's `MultiTurnSFTDataset`). On the CPU platform the same process
+fixes as the policy workers apply, plus a gloo process group for verl's SFT entry point.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from cpmobius.config import ConfigError, worker_env_vars
+
+
+def _gloo_process_group(timeout_second: int = 36000) -> tuple[int, int, int]:
+    """verl's `initialize_global_process_group` with a plain gloo backend (its string is "cpu:gloo,cpu:gloo" on a CPU)."""
+    import torch.distributed as dist
+
+    dist.init_process_group(backend="gloo", timeout=timedelta(seconds=timeout_second))
+    return int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def sft_overrides(cfg: Any, data_path: str, output_dir: Path) -> list[str]:
+    """verl ``sft_trainer_engine`` overrides for the Coach warm-up, from the ``warmup`` group and the
+    Coach's model and engine settings (dtype, mixed precision, strategy follow the backend)."""
+    w = cfg.warmup
+    actor = cfg.actor_rollout_ref.actor
+    overrides = [
+        f"model.path={cfg.model.coach_path}",
+        f"data.train_files={data_path}",
+        "data.messages_key=messages",
+        f"data.train_batch_size={w.batch_size}",
+        f"data.micro_batch_size_per_gpu={w.micro_batch_size_per_gpu}",
+        "data.use_dynamic_bsz=false",
+        f"data.max_length={w.max_length}",
+        "data.truncation=right",
+        "data.num_workers=0",
+        f"optim.lr={w.lr}",
+        f"trainer.total_epochs={w.epochs}",
+        f"trainer.total_training_steps={w.max_steps if w.max_steps else 'null'}",
+        f"trainer.default_local_dir={output_dir}",
+        f"trainer.n_gpus_per_node={cfg.trainer.n_gpus_per_node}",
+        "trainer.logger=[console]",
+        "trainer.resume_mode=disable",
+        f"trainer.seed={cfg.actor_rollout_ref.rollout.seed}",
+        "checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        f"engine.strategy={actor.strategy}",
+        f"model.use_remove_padding={cfg.actor_rollout_ref.model.use_remove_padding}",
+        f"model.enable_gradient_checkpointing={cfg.actor_rollout_ref.model.enable_gradient_checkpointing}",
+        f"+model.override_config.attn_implementation={cfg.actor_rollout_ref.model.override_config.attn_implementation}",
+    ]
+    if cfg.backend.platform == "cpu":
+        overrides += [
+            "engine.dtype=float32",
+            "+engine.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}",
+            "trainer.device=cpu",
+        ]
+    return overrides
+
+
+def run_warmup(cfg: Any) -> Path:
+    """Run the Coach SFT warm-up (unless its output exists) and return the HF folder to start the Coach from.
+
+    Raises:
+        ConfigError: naming ``warmup.data`` when the data file is missing.
+        RuntimeError: when verl's SFT trainer fails (its log is in ``<output>/sft.log``).
+    """
+    data = Path(str(cfg.warmup.data)).expanduser()
+    if not data.is_file():
+        raise ConfigError(f"warmup.data: no file {data} (scripts/prepare_warmup_data.py writes it)")
+    output = Path(cfg.trainer.default_local_dir) / "coach_warmup"
+    tracker = output / "latest_checkpointed_iteration.txt"
+    if not tracker.is_file():
+        output.mkdir(parents=True, exist_ok=True)
+        nproc = int(cfg.trainer.n_gpus_per_node) if cfg.backend.platform != "cpu" else 1
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                   "-m", "cpmobius.warmup", *sft_overrides(cfg, str(data), output)]
+        env = {**os.environ, **worker_env_vars(cfg)}
+        with open(output / "sft.log", "w") as log:
+            done = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        if done.returncode != 0 or not tracker.is_file():
+            raise RuntimeError(f"Coach warm-up failed (exit {done.returncode}); see {output / 'sft.log'}")
+    step = tracker.read_text().strip()
+    hf_dir = output / f"global_step_{step}" / "huggingface"
+    print(f"[cpmobius] Coach warm-up: starting the Coach from {hf_dir}", flush=True)
+    return hf_dir
+
+
+def main() -> None:
+    import cpmobius.verl_ext  # noqa: F401  (CPU platform registered in this process)
+    from cpmobius.verl_ext import install_cpu_engine_fixes, is_cpu_platform
+
+    if is_cpu_platform():
+        import verl.utils.distributed as distributed
+
+        install_cpu_engine_fixes()
+        distributed.initialize_global_process_group = _gloo_process_group  # read by run_sft at call time
+    from verl.trainer import sft_trainer
+
+    sys.argv[0] = "cpmobius.warmup"
+    sft_trainer.main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Coach SFT warm-up through verl's SFT trainer on the CPU platform (torchrun, one process)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def toy_warmup_data(path, instruction, rows=48):
+    import pandas as pd
+
+    from cpmobius.toy_world import make_problem
+
+    rng = random.Random(0)
+    messages = [[{"role": "user", "content": instruction}, {"role": "assistant", "content": make_problem(rng).text}] for _ in range(rows)]
+    pd.DataFrame({"messages": messages}).to_parquet(path)
+
+
+def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cache):
+    import torch
+    from safetensors.torch import load_file
+
+    from cpmobius.config import ConfigError, compose_config
+    from cpmobius.main import prepare_models
+    from cpmobius.settings import load_settings
+    from cpmobius.warmup import run_warmup
+
+    data = tmp_path / "warmup.parquet"
+    cfg = compose_config([
+        f"model.cache_dir={model_cache}",
+        f"trainer.default_local_dir={tmp_path / 'run'}",
+        "warmup.enabled=true",
+        f"warmup.data={data}",
+        "warmup.max_steps=3",
+        "warmup.batch_size=8",
+        "warmup.lr=1e-3",
+        "warmup.max_length=128",
+    ])
+    settings = load_settings(cfg)
+    with pytest.raises(ConfigError, match="warmup.data"):
+        run_warmup(cfg)
+    toy_warmup_data(data, settings.coach.instruction)
+    prepare_models(cfg, settings)
+    hf_dir = run_warmup(cfg)
+    assert hf_dir.name == "huggingface" and hf_dir.parent.name == "global_step_3"
+    before = load_file(f"{cfg.model.coach_path}/model.safetensors")
+    after = load_file(str(hf_dir / "model.safetensors"))
+    assert set(after) <= set(before) and all(not torch.equal(before[k], after[k].to(before[k].dtype)) for k in after)
+    log = (hf_dir.parents[1] / "sft.log").read_text()
+    assert "train/loss" in log
+    mtime = (hf_dir.parents[1] / "sft.log").stat().st_mtime
+    assert run_warmup(cfg) == hf_dir and (hf_dir.parents[1] / "sft.log").stat().st_mtime == mtime  # not run twice
