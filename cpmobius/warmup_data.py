@@ -43,6 +43,10 @@ DEFAULT_MAX_CHARS = 1000
 DEFAULT_NGRAM = 13
 # Candidates shorter than the n-gram but at least this many words are compared as a whole phrase.
 SHORT_MIN_WORDS = 8
+# A word sequence found in this many different benchmark problems is boilerplate, not an overlap alone.
+BOILERPLATE_MIN_PROBLEMS = 2
+# ... but a problem whose n-grams (boilerplate included) lie in one benchmark problem for this share overlaps it.
+COVERAGE_MIN_FRAC = 0.5
 
 # PRIME's instruction suffixes, removed from the end of the user message. The math one is the
 # Eurus-2-7B-SFT prompt ({question} + "\n\nPresent the answer in LaTex format: \boxed{Your answer}");
@@ -54,10 +58,14 @@ INSTRUCTION_SUFFIXES = (
 )
 OVERLAP_RULE = (
     "words = lower-cased [a-z0-9]+ runs. A problem overlaps a benchmark problem iff (a) both have >= n words "
-    "and they share one contiguous n-word sequence (n = ngram, default 13, the GPT-3 decontamination rule), "
+    "and they share one contiguous n-word sequence (n = ngram, default 13, the GPT-3 decontamination rule) "
+    f"that is not boilerplate (found in >= {BOILERPLATE_MIN_PROBLEMS} different benchmark problems; copies of one "
+    f"problem in several benchmarks, i.e. >= {COVERAGE_MIN_FRAC:.0%} shared n-grams, count once), "
     f"or (b) the problem has {SHORT_MIN_WORDS} <= k < n words and its whole k-word sequence occurs contiguously "
-    f"in the benchmark problem, or (c) the problem has < {SHORT_MIN_WORDS} words and the same word sequence as "
-    "the benchmark problem. Every benchmark JSONL <eval_dir>/<name>/<name>.jsonl (field 'problem') counts."
+    f"in the benchmark problem and is not boilerplate, or (c) >= {COVERAGE_MIN_FRAC:.0%} of the problem's n-word "
+    f"sequences (boilerplate included) occur in that one benchmark problem, or (d) the problem has the same "
+    f"word sequence as the benchmark problem (the only rule for problems under {SHORT_MIN_WORDS} words). Every benchmark JSONL "
+    "<eval_dir>/<name>/<name>.jsonl (field 'problem') counts."
 )
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -236,12 +244,37 @@ def words_of(text: str) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- benchmark overlap
 
 
+def _cluster_copies(words_by_ref: Mapping[tuple, tuple], grams: Mapping[tuple, set], ngram: int) -> dict:
+    """Benchmark problem → a representative of its copies (problems with the same words, or with >=
+    `COVERAGE_MIN_FRAC` of either one's n-grams in the other), by union-find."""
+    parent = {ref: ref for ref in words_by_ref}
+
+    def root(ref):
+        while parent[ref] != ref:
+            parent[ref] = parent[parent[ref]]
+            ref = parent[ref]
+        return ref
+
+    by_words = {}
+    for ref, words in sorted(words_by_ref.items()):
+        parent[root(ref)] = root(by_words.setdefault(words, ref))
+        windows = [words[i : i + ngram] for i in range(len(words) - ngram + 1)]
+        shared = Counter(other for window in windows for other in grams.get(window, ()) if other != ref)
+        for other, count in shared.items():
+            if count / len(windows) >= COVERAGE_MIN_FRAC:
+                parent[root(ref)] = root(other)
+    return {ref: root(ref) for ref in words_by_ref}
+
+
 class OverlapIndex:
     """Word n-grams of the benchmarks, for `OVERLAP_RULE`.
 
     Args:
         benchmarks: the problems to protect.
         ngram: n (words); at least `SHORT_MIN_WORDS`.
+
+    Raises:
+        ValueError: ``ngram`` < `SHORT_MIN_WORDS`.
     """
 
     def __init__(self, benchmarks: Iterable[BenchmarkProblem], ngram: int = DEFAULT_NGRAM) -> None:
@@ -251,29 +284,56 @@ class OverlapIndex:
         # k → k-word sequence → benchmark problems holding it, for k in [SHORT_MIN_WORDS, ngram].
         self._grams: dict[int, dict[tuple, set]] = {k: defaultdict(set) for k in range(SHORT_MIN_WORDS, ngram + 1)}
         self._whole: dict[tuple, set] = defaultdict(set)
+        words_by_ref = {}
         for item in benchmarks:
             words = words_of(item.problem)
             ref = (item.benchmark, item.id)
+            words_by_ref[ref] = words
             self._whole[words].add(ref)
             for k, grams in self._grams.items():
                 for i in range(len(words) - k + 1):
                     grams[words[i : i + k]].add(ref)
+        # CPMöbius: contest boilerplate ("... m and n are relatively prime positive integers find m ...") is in
+        # several different benchmark problems and in thousands of Numina ones; alone it is not an overlap.
+        # One problem in two benchmarks (amc and amc23) counts once. Boilerplate n-grams still count towards
+        # the coverage rule (c), so a verbatim copy is always caught.
+        cluster = _cluster_copies(words_by_ref, self._grams[ngram], ngram)
+        self._common: dict[tuple, set] = {}
+        for k, grams in self._grams.items():
+            common = [g for g, refs in grams.items() if len({cluster[r] for r in refs}) >= BOILERPLATE_MIN_PROBLEMS]
+            for gram in common:
+                refs = grams.pop(gram)
+                if k == ngram:
+                    self._common[gram] = refs
+        self.boilerplate = len(self._common)
 
     def match(self, problem: str) -> tuple[set, Optional[str]]:
-        """Benchmark problems ``problem`` overlaps, as ``{(benchmark, id)}``, and one shared word sequence."""
+        """Benchmark problems ``problem`` overlaps, as ``{(benchmark, id)}``, and one shared word sequence.
+
+        Example: with ngram 13, "a regular hexagon with side length 6 is inscribed in a circle and" (13
+        words) shared with a benchmark problem is an overlap; the same 12 words followed by "or" are not.
+        """
         words = words_of(problem)
+        if words in self._whole:
+            return set(self._whole[words]), " ".join(words[: self.ngram])
         if len(words) < SHORT_MIN_WORDS:
-            refs = self._whole.get(words, set())
-            return set(refs), (" ".join(words) if refs else None)
+            return set(), None
         if len(words) < self.ngram:
             refs = self._grams[len(words)].get(words, set())
             return set(refs), (" ".join(words) if refs else None)
-        grams, hits, shared = self._grams[self.ngram], set(), None
-        for i in range(len(words) - self.ngram + 1):
-            refs = grams.get(words[i : i + self.ngram])
+        grams, hits, shared, covered = self._grams[self.ngram], set(), None, Counter()
+        windows = [words[i : i + self.ngram] for i in range(len(words) - self.ngram + 1)]
+        for window in windows:
+            refs = grams.get(window)
             if refs:
                 hits |= refs
-                shared = shared or " ".join(words[i : i + self.ngram])
+                shared = shared or " ".join(window)
+            for ref in refs or self._common.get(window, ()):
+                covered[ref] += 1
+        for ref, count in covered.items():
+            if count / len(windows) >= COVERAGE_MIN_FRAC and ref not in hits:
+                hits.add(ref)
+                shared = shared or "(coverage) " + " ".join(windows[0])
         return hits, shared
 
 

@@ -142,6 +142,27 @@ def test_overlap_rule_thresholds():
     assert short.match("find x, if 2x=4")[0] == {("b", "b-0")}
 
 
+def test_boilerplate_alone_is_no_overlap_but_a_verbatim_copy_is():
+    tail = " where m and n are relatively prime positive integers. Find m+n."
+    bench = [
+        wd.BenchmarkProblem("b1", "b1-0", "A fair coin is tossed ten times; the chance of no two heads in a row is m/n," + tail),
+        wd.BenchmarkProblem("b2", "b2-0", "A circle of radius 3 is tangent to two sides of a unit square; its area is m/n," + tail),
+    ]
+    index = wd.OverlapIndex(bench)
+    # "in a row is m n where m ... find m n" is in b1 only; "is m n where ... find m n" (13 words) is in both.
+    assert index.match("The probability that a die shows six is m/n," + tail)[0] == set()
+    assert index.match(bench[0].problem + " Give the answer as an integer.")[0] == {("b1", "b1-0")}  # rule (a)/(c)
+    assert index.match("The chance of no two heads in a row is m/n," + tail)[0] == {("b1", "b1-0")}  # a suffix of b1
+
+
+def test_every_benchmark_problem_overlaps_itself():
+    if not SHARED_AMC.is_file():
+        pytest.skip("no shared benchmark copies")
+    benchmarks = wd.load_benchmarks(SHARED_AMC.parents[1])
+    index = wd.OverlapIndex(benchmarks)
+    assert [b.id for b in benchmarks if (b.benchmark, b.id) not in index.match(b.problem)[0]] == []
+
+
 def test_filter_and_select_on_the_fixture(fixture):
     rows, eval_dir, pool, has_amc = fixture
     benchmarks = wd.load_benchmarks(eval_dir)
