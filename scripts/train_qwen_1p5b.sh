@@ -1,19 +1,5 @@
 #!/usr/bin/env bash
-# CPMöbius with Qwen2.5-Math-1.5B (paper preset) on one or more GPU nodes.
-# Algorithm values live in configs/experiment/paper_qwen_1p5b.yaml; this script holds only cluster-facing
-# values. Any Hydra override passes through, e.g. `bash scripts/train_qwen_1p5b.sh filter.quota=8`
-# or `bash scripts/train_qwen_1p5b.sh --cfg job` (print the resolved, validated config; starts nothing).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export PLAYER_MODEL_PATH="${PLAYER_MODEL_PATH:-}"          # empty: the preset's hub id
-export COACH_MODEL_PATH="${COACH_MODEL_PATH:-}"            # the Coach warm-up output, when you have it
-export CPMOBIUS_DATA_DIR="${CPMOBIUS_DATA_DIR:-data}"      # holds eval/amc/amc.jsonl for validation
-[ -n "$PLAYER_MODEL_PATH" ] || unset PLAYER_MODEL_PATH
-[ -n "$COACH_MODEL_PATH" ] || unset COACH_MODEL_PATH
-exec python -m cpmobius.main \
-  experiment=paper_qwen_1p5b \
-  backend="${BACKEND:-vllm}" \
-  trainer.nnodes="${NNODES:-1}" \
-  trainer.n_gpus_per_node="${GPUS_PER_NODE:-8}" \
-  trainer.default_local_dir="${CKPT_DIR:-checkpoints/paper_qwen_1p5b}" \
-  "$@"
+# CPMöbius with Qwen2.5-Math-1.5B, the paper's method and values (configs/experiment/paper_qwen_1p5b.yaml).
+# Environment: PLAYER_MODEL_PATH, COACH_MODEL_PATH, CPMOBIUS_DATA_DIR, CKPT_DIR, NNODES, GPUS_PER_NODE, BACKEND.
+# Any Hydra override follows: `bash scripts/train_qwen_1p5b.sh filter.quota=8`; `--cfg job` only prints the config.
+exec bash "$(dirname "$0")/launch.sh" paper_qwen_1p5b "$@"
