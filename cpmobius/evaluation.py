@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.grading import grade_batch, majority_vote
+from cpmobius.jsonl import JSONLineError, json_objects
 
 BENCHMARKS = ("amc", "aime24", "aime25", "math500", "minerva_math", "olympiadbench", "amc23")
 """Every known benchmark name (folder and file stem under the data dir)."""
@@ -101,14 +102,14 @@ def load_benchmark(name: str, data_dir: str | Path | None = None) -> list[dict[s
     path = Path(data_dir if data_dir is not None else default_data_dir()) / name / f"{name}.jsonl"
     rows = []
     with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if "id" not in row or "answer" not in row:
-                raise ValueError(f"benchmark {name!r}: {path}:{line_no} lacks 'id' or 'answer'")
-            row.setdefault("alt_answers", [])
-            rows.append(row)
+        try:
+            for line_no, row in json_objects(f):
+                if "id" not in row or "answer" not in row:
+                    raise ValueError(f"benchmark {name!r}: {path}:{line_no} lacks 'id' or 'answer'")
+                row.setdefault("alt_answers", [])
+                rows.append(row)
+        except JSONLineError as error:
+            raise ValueError(f"benchmark {name!r}: {path}:{error.line_no}: {error.reason}") from None
     return rows
 
 
@@ -383,16 +384,12 @@ def read_completions(path: str | Path) -> list[dict[str, Any]]:
     """
     records = []
     with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+        try:
+            lines = list(json_objects(f))
+        except JSONLineError as error:
+            raise ValueError(f"{path}:{error.line_no}: {error.reason}") from None
+        for line_no, rec in lines:
             where = f"{path}:{line_no}"
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
-            if not isinstance(rec, dict):
-                raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
             missing = [key for key in ("benchmark", "problem_id", "response") if key not in rec]
             if missing:
                 raise ValueError(f"{where}: missing field(s) {missing}")

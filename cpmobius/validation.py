@@ -14,13 +14,13 @@ released code credits it).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from cpmobius.config import ConfigError
 from cpmobius.grading import check_batch, grade_batch
+from cpmobius.jsonl import JSONLineError, json_objects
 from cpmobius.prompts import player_prompt
 from cpmobius.settings import ValidationSettings
 
@@ -62,18 +62,15 @@ def load_validation_set(settings: ValidationSettings) -> ValidationSet:
         raise ConfigError(f"validation.dataset: no file {path}")
     ids, problems, answers = [], [], []
     with path.open() as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ConfigError(f"validation.dataset: {path}:{line_no}: not JSON ({error.msg})") from error
-            if not isinstance(row, dict) or row.get("problem") is None or row.get("answer") is None:
-                raise ConfigError(f"validation.dataset: {path}:{line_no}: needs an object with 'problem' and 'answer'")
-            ids.append(str(row.get("id", f"{path.stem}-{len(problems)}")))
-            problems.append(str(row["problem"]))
-            answers.append(str(row["answer"]))
+        try:
+            for line_no, row in json_objects(handle):
+                if row.get("problem") is None or row.get("answer") is None:
+                    raise ConfigError(f"validation.dataset: {path}:{line_no}: needs 'problem' and 'answer'")
+                ids.append(str(row.get("id", f"{path.stem}-{len(problems)}")))
+                problems.append(str(row["problem"]))
+                answers.append(str(row["answer"]))
+        except JSONLineError as error:
+            raise ConfigError(f"validation.dataset: {path}:{error.line_no}: {error.reason}") from error
     if not problems:
         raise ConfigError(f"validation.dataset: {path} holds no problems")
     if settings.size is not None:

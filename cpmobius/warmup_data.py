@@ -25,7 +25,6 @@ Each SFT row is ``[{"role": "user", "content": coach.instruction}, {"role": "ass
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
 from collections import Counter, defaultdict
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from tqdm import tqdm
+
+from cpmobius.jsonl import json_objects
 
 HUB_ID = "PRIME-RL/Eurus-2-RL-Data"
 DEFAULT_NUM = 4000  # paper §3: "4K problems"
@@ -151,7 +152,7 @@ def read_rows(path: str | Path) -> list[dict]:
         return pq.read_table(path).to_pylist()
     if path.suffix == ".jsonl":
         with path.open(encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.strip()]
+            return [row for _, row in json_objects(handle)]
     raise ValueError(f"unsupported source file {path}: expected .parquet or .jsonl")
 
 
@@ -168,12 +169,10 @@ def load_benchmarks(eval_dir: str | Path) -> list[BenchmarkProblem]:
         raise FileNotFoundError(f"no benchmark JSONL (<name>/<name>.jsonl) under eval dir {eval_dir}")
     problems = []
     for path in files:
+        name = path.parent.name
         with path.open(encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle):
-                if line.strip():
-                    row = json.loads(line)
-                    name = path.parent.name
-                    problems.append(BenchmarkProblem(name, str(row.get("id", f"{name}-{line_no}")), row["problem"]))
+            for line_no, row in json_objects(handle):
+                problems.append(BenchmarkProblem(name, str(row.get("id", f"{name}-{line_no - 1}")), row["problem"]))
     return problems
 
 

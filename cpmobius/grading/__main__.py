@@ -13,6 +13,8 @@ import logging
 import sys
 from typing import Iterable, Sequence
 
+from cpmobius.jsonl import JSONLineError, json_objects
+
 from . import __doc__ as PACKAGE_DOC
 from .results import DEFAULT_TIMEOUT_S, MODES
 from .scoring import grade
@@ -21,24 +23,19 @@ from .vote import majority_vote
 
 def _cli_lines(stream: Iterable[str], required: dict[str, type]) -> Iterable[dict]:
     """The JSON objects of non-blank lines; malformed input: SystemExit with a one-line message."""
-    for lineno, line in enumerate(stream, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SystemExit(f"error: line {lineno}: not valid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise SystemExit(f"error: line {lineno}: expected a JSON object, got {type(obj).__name__}")
-        for key, typ in required.items():
-            if key not in obj:
-                raise SystemExit(f"error: line {lineno}: missing key {key!r}")
-            value = obj[key]
-            if typ is list and not (isinstance(value, list) and all(x is None or isinstance(x, str) for x in value)):
-                raise SystemExit(f"error: line {lineno}: {key!r} must be a list of strings")
-            if typ is str and (not isinstance(value, (str, int, float)) or isinstance(value, bool)):
-                raise SystemExit(f"error: line {lineno}: {key!r} must be a string")
-        yield obj
+    try:
+        for lineno, obj in json_objects(stream):
+            for key, typ in required.items():
+                if key not in obj:
+                    raise SystemExit(f"error: line {lineno}: missing key {key!r}")
+                value = obj[key]
+                if typ is list and not (isinstance(value, list) and all(x is None or isinstance(x, str) for x in value)):
+                    raise SystemExit(f"error: line {lineno}: {key!r} must be a list of strings")
+                if typ is str and (not isinstance(value, (str, int, float)) or isinstance(value, bool)):
+                    raise SystemExit(f"error: line {lineno}: {key!r} must be a string")
+            yield obj
+    except JSONLineError as error:
+        raise SystemExit(f"error: {error}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
