@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def shared_data_dir() -> Path:
-    """`../shared/data` beside the checkout, or ``$CPMOBIUS_SHARED_DATA``."""
-    return Path(os.environ.get("CPMOBIUS_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cpmobius.evaluation import (
+    default_data_dir,
     AVG_BENCHMARKS,
     ProblemScores,
     avg_at_k,
@@ -26,7 +26,7 @@ from cpmobius.evaluation import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("CPMOBIUS_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+SHARED_EVAL = default_data_dir()
 
 
 def boxed(answer: str) -> str:
@@ -153,7 +153,7 @@ def test_markdown_table_column_order():
 
 def _data_dir(tmp_path: Path) -> Path:
     """../shared/data/eval when present, else a tiny fixture copy of the six benchmarks."""
-    real = SHARED_DATA / "eval"
+    real = SHARED_EVAL
     if (real / "aime24" / "aime24.jsonl").exists():
         return real
     root = tmp_path / "data"
@@ -220,10 +220,10 @@ def test_cli_unknown_problem_id_exits_2_without_traceback(tmp_path):
     assert "no-such-id" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "eval" / "aime24" / "aime24.jsonl").exists(), reason="needs ../shared/data")
+@pytest.mark.skipif(not (SHARED_EVAL / "aime24" / "aime24.jsonl").exists(), reason="needs ../shared/data")
 @pytest.mark.parametrize("bench", ["amc", "aime24", "aime25", "math500", "minerva_math", "olympiadbench", "amc23"])
 def test_boxed_gold_answers_score_100(bench):
-    rows = load_benchmark(bench, SHARED_DATA / "eval")
+    rows = load_benchmark(bench, SHARED_EVAL)
     records = [{"benchmark": bench, "problem_id": r["id"], "response": boxed(r["answer"])} for r in rows]
     problems = score_completions(records, {bench: gold_answers(rows)})[bench]
     assert [p.problem_id for p in problems if not (p.correct[0] and p.maj_correct)] == []

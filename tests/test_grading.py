@@ -7,7 +7,6 @@ run math-verify in the grading worker pool (started once, about 1 s).
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -31,10 +30,11 @@ from cpmobius.grading import (
     grade_batch,
     majority_vote,
 )
+from cpmobius.evaluation import default_data_dir
 from cpmobius.grading.released import normalize_gold
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("CPMOBIUS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+SHARED_EVAL = default_data_dir()
 SLOW_TOWER = r"\boxed{10^{(5^{5^{5^{5^{5}}}} \cdot \log_{10} 5) - 4}}"  # math-verify hangs on it (BR-05)
 # Pairs with Greek letters or bare-argument functions (\sin x) are never decided by the fast path:
 # the tests below use them to exercise math-verify in the worker pool.
@@ -606,7 +606,7 @@ def test_br40_only_response_tokens_are_read():
 # ---------------------------------------------------------------------------------------------
 
 def _eval_rows() -> list[dict]:
-    eval_dir = SHARED_DATA / "eval"
+    eval_dir = SHARED_EVAL
     files = sorted(eval_dir.glob("*/*.jsonl")) if eval_dir.is_dir() else []
     if not files:
         pytest.skip(f"benchmark data not found under {eval_dir} (set CPMOBIUS_SHARED_DATA)")

@@ -94,13 +94,11 @@ def test_kept_problems_align_player_groups_and_coach_rows(loop):
 
 
 def test_validation_pass_over_the_real_amc_copy(loop):
-    import os
-    from pathlib import Path
-
+    from cpmobius.evaluation import default_data_dir
     from cpmobius.settings import ValidationSettings
     from cpmobius.validation import load_validation_set, measure_accuracy
 
-    data = Path(os.environ.get("CPMOBIUS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    data = default_data_dir().parent
     if not (data / "eval" / "amc" / "amc.jsonl").is_file():
         pytest.skip("shared AMC copy absent")
     settings = ValidationSettings(dataset="amc", data_dir=str(data), size=None)

@@ -235,10 +235,9 @@ def test_bad_settings_name_their_key(override, key):
 
 
 def test_amc_validation_set_loads_from_shared_data():
-    import os
-    from pathlib import Path
+    from cpmobius.evaluation import default_data_dir
 
-    data = Path(os.environ.get("CPMOBIUS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    data = default_data_dir().parent
     if not (data / "eval" / "amc" / "amc.jsonl").is_file():
         pytest.skip("shared AMC copy absent")
     amc = load_validation_set(ValidationSettings(dataset="amc", data_dir=str(data), size=None))

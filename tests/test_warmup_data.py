@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -16,10 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from cpmobius import warmup_data as wd
+from cpmobius.evaluation import default_data_dir
 from cpmobius.settings import CoachSettings
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_AMC = Path(os.environ.get("CPMOBIUS_SHARED_DATA", REPO.parent / "shared" / "data")) / "eval" / "amc" / "amc.jsonl"
+SHARED_AMC = default_data_dir() / "amc" / "amc.jsonl"
 # PRIME's math prompt (Eurus-2-7B-SFT model card): {question} + this.
 SUFFIX = "\n\nPresent the answer in LaTex format: \\boxed{Your answer}"
 SYSTEM = "When tackling complex reasoning tasks, you have access to the following actions. [ASSESS] [ADVANCE] [OUTPUT]"
