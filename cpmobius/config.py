@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.verl_ext.naming import POLICY_NAME_KEY, validate_policy_name
 
@@ -173,12 +173,3 @@ def apply_env_to_driver(cfg: DictConfig) -> None:
     """Set `worker_env_vars` in the driver process too, before verl picks its platform."""
     for key, value in worker_env_vars(cfg).items():
         os.environ.setdefault(key, value)
-
-
-def with_keys(cfg: DictConfig, **values: Any) -> DictConfig:
-    """A copy of ``cfg`` with dotted keys set (``with_keys(cfg, **{"trainer.nnodes": 2})``)."""
-    out = copy.deepcopy(cfg)
-    with open_dict(out):
-        for key, value in values.items():
-            OmegaConf.update(out, key, value, merge=True)
-    return out

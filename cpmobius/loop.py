@@ -150,7 +150,7 @@ class CoachPlayerLoop:
                 problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
             candidates += count
             rejected.update(attempt_rejected)
-            self._count_tokens("coach", coach_batch)
+            self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
             valid = [p for p in problems if p.valid]
             archive += [self._archive_row(attempts, p, None, None) for p in problems if not p.valid]
             if not valid:
@@ -160,7 +160,7 @@ class CoachPlayerLoop:
                 player_batch, outcomes = roll_out_and_filter(
                     self.player, [p.text for p in valid], n, fs, self.settings.player.system_prompt
                 )
-            self._count_tokens("player_rollouts", player_batch)
+            self._count_tokens("player_rollouts", int(player_batch.batch["response_mask"].sum()))
             for index, (problem, outcome) in enumerate(zip(valid, outcomes)):
                 truth = self.ground_truth(problem.text) if self.ground_truth else None
                 correct = None if truth is None or outcome.pseudo_label is None else answers_equivalent(outcome.pseudo_label, truth)
@@ -211,7 +211,7 @@ class CoachPlayerLoop:
         """Validation accuracy after the Player update, and Δt against the score before it."""
         result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.settings.player.system_prompt)
         delta_t = self.delta.update(result.accuracy)
-        self._count_tokens("validation", None, int(result.mean_response_tokens * len(self.val_set) * self.settings.validation.samples_per_problem))
+        self._count_tokens("validation", result.response_tokens)
         self.state.delta_t_history.append(delta_t)
         return delta_t, {
             "val/accuracy": result.accuracy,
@@ -333,9 +333,7 @@ class CoachPlayerLoop:
             **{f"loop/generated_tokens/{stage}": float(count) for stage, count in self.state.generated_tokens.items()},
         }
 
-    def _count_tokens(self, stage: str, batch: Optional[DataProto], count: Optional[int] = None) -> None:
-        if count is None:
-            count = int(batch.batch["response_mask"].sum())
+    def _count_tokens(self, stage: str, count: int) -> None:
         self.state.generated_tokens[stage] = self.state.generated_tokens.get(stage, 0) + count
 
     def _skipped_step(self) -> dict[str, float]:

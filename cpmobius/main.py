@@ -104,8 +104,11 @@ def prepare_models(cfg: DictConfig, settings: Any) -> None:
         )
 
 
-def build_loop(cfg: DictConfig, logger: Any = None) -> Any:
+def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any:
     """Validate everything, prepare the models, start Ray and both policies; return the `CoachPlayerLoop`.
+
+    Args:
+        settings: the stage settings when the caller already loaded them (`load_settings`).
 
     Raises:
         ConfigError: for any bad value, before Ray or a worker starts.
@@ -114,8 +117,8 @@ def build_loop(cfg: DictConfig, logger: Any = None) -> Any:
 
     from cpmobius.validation import load_validation_set
 
-    settings = load_settings(cfg)
-    build_policy_configs(cfg)  # every value checked before anything runs
+    settings = settings if settings is not None else load_settings(cfg)
+    configs = build_policy_configs(cfg)  # every value checked before anything runs
     val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
     prepare_models(cfg, settings)
     if cfg.warmup.enabled:
@@ -126,7 +129,7 @@ def build_loop(cfg: DictConfig, logger: Any = None) -> Any:
         coach_start = run_warmup(cfg)
         with open_dict(cfg):
             cfg.model.coach_path = str(coach_start)
-    configs = build_policy_configs(cfg)
+        configs = build_policy_configs(cfg)  # the Coach now starts from the warm-up output
     apply_env_to_driver(cfg)
     import cpmobius.verl_ext  # noqa: F401  (platform and rollout registered in the driver too)
     from cpmobius.loop import CoachPlayerLoop
@@ -155,7 +158,7 @@ def finished_step(cfg: DictConfig) -> int | None:
 
 def run(cfg: DictConfig) -> Any:
     """`build_loop`, then `fit`. Returns the final `LoopState` (None when there was nothing to do)."""
-    load_settings(cfg)
+    settings = load_settings(cfg)
     done = finished_step(cfg)
     if done is not None:
         print(
@@ -165,7 +168,7 @@ def run(cfg: DictConfig) -> Any:
             flush=True,
         )
         return None
-    loop = build_loop(cfg)
+    loop = build_loop(cfg, settings=settings)
     loop.logger = Loggers(make_tracking(cfg), StepTable())
     state = loop.fit()
     print(f"[cpmobius] done: {state.step} steps; checkpoints and problem archive in {cfg.trainer.default_local_dir}", flush=True)

@@ -26,9 +26,9 @@ import ray
 import torch
 from omegaconf import DictConfig
 
-logger = logging.getLogger(__name__)
+from cpmobius.prompts import Messages
 
-Messages = list[dict[str, str]]
+logger = logging.getLogger(__name__)
 
 
 @dataclass

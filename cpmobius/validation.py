@@ -82,12 +82,17 @@ def load_validation_set(settings: ValidationSettings) -> ValidationSet:
 
 @dataclass
 class ValidationResult:
-    """One validation pass: avg@k accuracy and grading counts."""
+    """One validation pass: avg@k accuracy, grading counts and the tokens the Player generated."""
 
     accuracy: float
     correct_per_problem: list[float]
     grade_counts: dict[str, int]
-    mean_response_tokens: float
+    response_tokens: int  # over all problems × samples
+
+    @property
+    def mean_response_tokens(self) -> float:
+        samples = sum(self.grade_counts.values())
+        return self.response_tokens / samples if samples else 0.0
 
 
 def measure_accuracy(
@@ -110,7 +115,7 @@ def measure_accuracy(
     check_batch(grades.results, context=f"validation on {val_set.name}")
     scores = [float(r.correct) for r in grades.results]
     per_problem = [sum(scores[i * k : (i + 1) * k]) / k for i in range(len(val_set))]
-    tokens = batch.batch["response_mask"].sum(dim=1).float().mean().item()
+    tokens = int(batch.batch["response_mask"].sum())
     return ValidationResult(sum(per_problem) / len(per_problem), per_problem, dict(grades.counts), tokens)
 
 
