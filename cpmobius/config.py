@@ -118,6 +118,12 @@ def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
             f"{prefix}.rollout.tensor_model_parallel_size: the rollout world size {rollout_world} must divide "
             f"trainer.n_gpus_per_node * trainer.nnodes = {devices}"
         )
+    if arr.rollout.name == "vllm" and not (arr.rollout.free_cache_engine and arr.rollout.get("enable_sleep_mode", True)):
+        # CPMöbius: two vLLM engines share every GPU; the one not in use must give its memory back.
+        raise ConfigError(
+            f"{prefix}.rollout.free_cache_engine: the Coach's and the Player's vLLM engines share the GPUs, "
+            "so each must sleep when the other runs (free_cache_engine=true, enable_sleep_mode=true)"
+        )
     if arr.rollout.name == "hf" and rollout_world != 1:
         raise ConfigError(f"{prefix}.rollout.tensor_model_parallel_size: rollout.name=hf needs parallel sizes of 1")
 
@@ -143,6 +149,21 @@ def worker_env_vars(cfg: DictConfig) -> dict[str, str]:
     platform = cfg.backend.platform
     if platform:
         env["VERL_PLATFORM"] = str(platform)
+    env.update(determinism_env_vars(cfg))
+    return env
+
+
+def determinism_env_vars(cfg: DictConfig) -> dict[str, str]:
+    """What verl's ``main_ppo.run_ppo`` sets before ``ray.init`` when a rollout asks for
+    ``full_determinism``: ``VERL_FULL_DETERMINISM``, ``PYTHONHASHSEED`` and, for vLLM,
+    ``VLLM_BATCH_INVARIANT`` (batch-invariant kernels). Empty when no policy asks for it."""
+    rollouts = [policy_config(cfg, name).actor_rollout_ref.rollout for name in POLICY_NAMES]
+    deterministic = [r for r in rollouts if r.get("full_determinism", False)]
+    if not deterministic:
+        return {}
+    env = {"VERL_FULL_DETERMINISM": "1", "PYTHONHASHSEED": str(int(deterministic[0].get("seed", 0) or 0))}
+    if any(r.name == "vllm" for r in deterministic):
+        env["VLLM_BATCH_INVARIANT"] = "1"
     return env
 
 
@@ -155,7 +176,7 @@ def ray_init_kwargs(cfg: DictConfig) -> dict[str, Any]:
 
     runtime_env = get_ppo_ray_runtime_env()
     env_vars = dict(runtime_env.get("env_vars", {}))
-    env_vars.update(worker_env_vars(cfg))
+    env_vars.update(worker_env_vars(cfg))  # after verl's: its "0" defaults for the determinism flags are replaced
     runtime_env["env_vars"] = env_vars
     address = os.environ.get("RAY_ADDRESS")
     if address:

@@ -121,12 +121,10 @@ class Policy:
 
     @property
     def stop_token_ids(self) -> set[int]:
-        """Token ids that end a response: the generation config's EOS ids and the tokenizer's EOS."""
-        ids = getattr(self.model_config.generation_config, "eos_token_id", None)
-        ids = set(ids if isinstance(ids, (list, tuple, set)) else [] if ids is None else [ids])
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(self.tokenizer.eos_token_id)
-        return ids
+        """Token ids that end a response (`cpmobius.verl_ext.stop_tokens.stop_token_ids`)."""
+        from cpmobius.verl_ext.stop_tokens import stop_token_ids
+
+        return set(stop_token_ids(self.tokenizer, self.model_config.generation_config))
 
     def decode_responses(self, batch: Any) -> tuple[list[str], list[bool]]:
         """Response texts (special tokens removed) and, per row, whether it stopped at the length limit.
@@ -179,8 +177,24 @@ class Policy:
             llm_client=self.server_manager.get_client(),
             reward_loop_worker_handles=None,
         )
+        if self.config.actor_rollout_ref.rollout.name == "vllm":
+            self._warm_up_servers()
         self.checkpoint_manager.sleep_replicas()
         return self
+
+    def _warm_up_servers(self) -> None:
+        """One 1-token greedy generation on each fresh rollout server, before its first sleep.
+
+        vLLM's sleep mode crashes (``cumem_allocator.cpp ... invalid argument``) when an engine is
+        put to sleep before its KV cache was ever mapped; a short generation maps it. The weights
+        are still verl's dummy init here, so the output is meaningless and dropped.
+        """
+        prompt = [int(self.tokenizer.eos_token_id or 0)]
+        params = {"max_tokens": 1, "temperature": 0.0}
+        ray.get([
+            handle.generate.remote(prompt_ids=prompt, sampling_params=dict(params), request_id=f"{self.name}-warmup-{i}")
+            for i, handle in enumerate(self.server_handles())
+        ])
 
     @property
     def is_active(self) -> bool:

@@ -54,13 +54,27 @@ def test_every_backend_composes_and_validates(backend):
         ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null", "actor.ppo_micro_batch_size_per_gpu"),
         ("++player.verl.actor.ppo_micro_batch_size_per_gpu=0", "player.verl.actor.ppo_micro_batch_size_per_gpu"),
         ("actor_rollout_ref.rollout.tensor_model_parallel_size=2", "rollout.tensor_model_parallel_size"),
+        ("backend=vllm +coach.verl.rollout.free_cache_engine=false", "coach.verl.rollout.free_cache_engine"),
         ("player.verl.actor.loss_agg_mode=mean-of-nothing", "player.verl.actor"),
     ],
 )
 def test_wrong_values_fail_with_the_key_named(override, key):
-    cfg = compose_config([override])
+    cfg = compose_config(override.split(" "))
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         build_policy_configs(cfg)
+
+
+@pytest.mark.parametrize(
+    ("model", "utilization", "param_offload"),
+    [("qwen2p5_math_1p5b", 0.5, False), ("openmath_nemotron_1p5b", 0.5, False), ("octothinker_3b", 0.5, True),
+     ("qwen2p5_math_7b_instruct", 0.45, True)],
+)
+def test_model_memory_defaults_for_two_vllm_engines(model, utilization, param_offload):
+    configs = build_policy_configs(compose_config(["backend=vllm", f"model={model}"]))
+    for pcfg in configs.values():
+        rollout, fsdp = pcfg.actor_rollout_ref.rollout, pcfg.actor_rollout_ref.actor.fsdp_config
+        assert rollout.gpu_memory_utilization == utilization and rollout.free_cache_engine
+        assert fsdp.param_offload == param_offload and fsdp.optimizer_offload
 
 
 def test_missing_policy_delta_is_a_clear_error():
@@ -80,6 +94,19 @@ def test_ray_init_carries_extensions_and_platform():
     gpu = compose_config(["backend=vllm"])
     assert "VERL_PLATFORM" in worker_env_vars(gpu) and worker_env_vars(gpu)["VERL_PLATFORM"] == "nvidia"
     assert "num_gpus" not in ray_init_kwargs(gpu)
+
+
+def test_determinism_variables_reach_every_ray_worker():
+    # verl's main_ppo sets these before ray.init when a rollout asks for full determinism; its
+    # runtime env alone would forward "0" for them.
+    cpu = ray_init_kwargs(compose_config())["runtime_env"]["env_vars"]  # backend=cpu: full_determinism on
+    assert cpu["VERL_FULL_DETERMINISM"] == "1" and cpu["PYTHONHASHSEED"].isdigit()
+    assert cpu.get("VLLM_BATCH_INVARIANT", "0") == "0"  # an HF rollout: no vLLM kernels to switch
+    vllm = ray_init_kwargs(compose_config(["backend=vllm"]))["runtime_env"]["env_vars"]
+    assert vllm.get("VERL_FULL_DETERMINISM", "0") == "0"
+    one = ray_init_kwargs(compose_config(["backend=vllm", "+player.verl.rollout.full_determinism=true"]))
+    assert one["runtime_env"]["env_vars"]["VERL_FULL_DETERMINISM"] == "1"
+    assert one["runtime_env"]["env_vars"]["VLLM_BATCH_INVARIANT"] == "1"
 
 
 def test_validate_rejects_hf_with_tensor_parallel():

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from cpmobius.config import compose_config, policy_config
+from cpmobius.evaluation import default_data_dir
 from cpmobius.tiny_models import materialize_tiny_model
 from cpmobius.verl_ext import HFGenerationServer, HFRolloutReplica, HFServerAdapter, PlatformCPU
 from cpmobius.verl_ext.hf_rollout import hf_server_name
@@ -145,37 +146,88 @@ def test_weight_loading_checks_completeness(server):
     assert server.get_state_digest() == pytest.approx(before)
 
 
-def test_vllm_name_mixins_give_each_policy_its_own_server_and_socket(model_cache):
+def test_vllm_name_mixins_give_each_policy_its_own_server_and_socket(model_cache, monkeypatch):
+    import os
+    from importlib.util import find_spec
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import ray
     from verl.workers.rollout.base import _ROLLOUT_REGISTRY
 
-    from cpmobius.verl_ext.vllm_rollout import PolicyNamedAdapterMixin, PolicyNamedReplicaMixin
+    from cpmobius.verl_ext.vllm_rollout import (
+        JOB_ID_ENV,
+        PolicyNamedAdapterMixin,
+        PolicyNamedReplicaMixin,
+        PolicyNamedServerMixin,
+    )
 
-    class VerlLikeReplica:  # the two hooks verl's vLLMReplica / ServerAdapter expose
+    # The engine side: verl's vLLM worker extension rebuilds the socket path from the server's
+    # environment. Read the formula from the installed verl (vLLM itself is not importable here).
+    verl_dir = Path(find_spec("verl").submodule_search_locations[0])
+    receiver_src = (verl_dir / "workers/rollout/vllm_rollout/utils.py").read_text()
+    assert "rl-colocate-zmq-{job_id}-replica-{replica_rank}-rank-{trainer_rank}.sock" in receiver_src
+    assert f'os.environ.get("{JOB_ID_ENV}"' in receiver_src
+
+    def receiver_path():
+        return f"ipc:///tmp/rl-colocate-zmq-{os.environ[JOB_ID_ENV]}-replica-0-rank-0.sock"
+
+    job = "02000000"
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: SimpleNamespace(get_job_id=lambda: job))
+
+    class VerlLike:  # the hooks verl's vLLMReplica / vLLMHttpServer / ServerAdapter expose
         def __init__(self, config):
             self.config = config
-            self.zmq_handle = "ipc:///tmp/rl-colocate-zmq-job-replica-0-rank-0.sock"
+            self.server_class = "verl's vLLMHttpServer"
+            self.zmq_handle = f"ipc:///tmp/rl-colocate-zmq-{job}-replica-0-rank-0.sock"
 
         def _get_server_name_prefix(self):
             return "vllm_"
 
-    Replica = type("R", (PolicyNamedReplicaMixin, VerlLikeReplica), {})
-    Adapter = type("A", (PolicyNamedAdapterMixin, VerlLikeReplica), {})
+        def _post_init(self, cuda_visible_devices):
+            pass
+
+    class Server(PolicyNamedServerMixin, VerlLike):
+        def __init__(self, config):  # verl's vLLMHttpServer.__init__: job id into the env, then _post_init
+            super().__init__(config)
+            os.environ[JOB_ID_ENV] = job
+            self._post_init("0")
+
+    import cpmobius.verl_ext.vllm_rollout as vllm_rollout
+
+    monkeypatch.setattr(vllm_rollout, "_policy_class", lambda name: {"PolicyvLLMHttpServer": Server}[name])
+    monkeypatch.setattr(ray, "remote", lambda cls: ("ray actor", cls))
+    Replica = type("R", (PolicyNamedReplicaMixin, VerlLike), {})
+    Adapter = type("A", (PolicyNamedAdapterMixin, VerlLike), {})
     cfg = compose_config([f"model.cache_dir={model_cache}", "backend=vllm"])
     coach, player = (policy_config(cfg, n).actor_rollout_ref.rollout for n in ("coach", "player"))
+    assert Replica(coach).server_class == ("ray actor", Server)  # named policies run the named server
     assert Replica(coach)._get_server_name_prefix() == Adapter(coach)._get_server_name_prefix() == "coach_vllm_"
     assert Replica(player)._get_server_name_prefix() == "player_vllm_"
-    assert Adapter(coach).zmq_handle != Adapter(player).zmq_handle
-    assert Replica(cfg.actor_rollout_ref.rollout)._get_server_name_prefix() == "vllm_"  # unnamed: verl's own
+    unnamed = cfg.actor_rollout_ref.rollout
+    assert Replica(unnamed)._get_server_name_prefix() == "vllm_"  # unnamed: verl's own
+    assert Replica(unnamed).server_class == "verl's vLLMHttpServer"
+    monkeypatch.setenv(JOB_ID_ENV, job)
+    sockets = {}
+    for name, rollout in (("coach", coach), ("player", player), ("unnamed", unnamed)):
+        Server(rollout)
+        sockets[name] = receiver_path()
+        assert Adapter(rollout).zmq_handle == sockets[name], "the trainer would send to a socket no engine listens on"
+    assert len(set(sockets.values())) == 3
     assert _ROLLOUT_REGISTRY[("vllm", "async")].endswith("PolicyvLLMServerAdapter")
 
 
-async def test_agent_loop_sends_the_configured_repetition_penalty(monkeypatch):
+async def test_agent_loop_sends_the_configured_repetition_penalty_and_stop_tokens(monkeypatch, model_cache):
     from types import SimpleNamespace
 
+    from transformers import AutoTokenizer
     from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
+    from cpmobius.tiny_models import materialize_tiny_model
     from cpmobius.verl_ext.agent_loop import ConfiguredSingleTurnAgentLoop
 
+    path = materialize_tiny_model(model_cache / "agent-loop-model")
+    tokenizer = AutoTokenizer.from_pretrained(path)
     captured = {}
 
     async def fake_run(self, sampling_params, **kwargs):
@@ -185,6 +237,33 @@ async def test_agent_loop_sends_the_configured_repetition_penalty(monkeypatch):
     monkeypatch.setattr(SingleTurnAgentLoop, "run", fake_run)
     loop = ConfiguredSingleTurnAgentLoop.__new__(ConfiguredSingleTurnAgentLoop)
     loop.rollout_config = SimpleNamespace(repetition_penalty=1.05)
+    loop.config = SimpleNamespace(actor_rollout_ref=SimpleNamespace(model=SimpleNamespace(path=str(path))))
+    loop.tokenizer = tokenizer
     params = {"repetition_penalty": 1.0, "temperature": 0.7}  # what verl's AgentLoopWorker always sends
     assert await loop.run(params, raw_prompt=[]) == "ran"
-    assert captured == {"repetition_penalty": 1.05, "temperature": 0.7} and params["repetition_penalty"] == 1.0
+    assert captured["repetition_penalty"] == 1.05 and captured["temperature"] == 0.7
+    assert params == {"repetition_penalty": 1.0, "temperature": 0.7}  # the caller's dict is left alone
+    assert tokenizer.convert_tokens_to_ids("<|im_end|>") in captured["stop_token_ids"]
+
+
+QWEN_TOKENIZER = default_data_dir().parent / "tokenizers" / "qwen2.5-instruct"
+
+
+@pytest.mark.skipif(not (QWEN_TOKENIZER / "tokenizer.json").exists(), reason="no Qwen2.5 tokenizer in ../shared/data")
+def test_stop_tokens_of_qwen2p5_base_and_instruct_models():
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from cpmobius.verl_ext.stop_tokens import stop_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(QWEN_TOKENIZER)
+    im_end, end_of_text = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
+    assert (im_end, end_of_text) == (151645, 151643)
+    # Qwen2.5-*-Instruct: eos <|im_end|>, generation config eos [<|im_end|>, <|endoftext|>]
+    assert stop_token_ids(tokenizer, GenerationConfig(eos_token_id=[im_end, end_of_text])) == (end_of_text, im_end)
+    assert stop_token_ids(tokenizer, None) == (im_end,)
+    # Qwen2.5-Math-1.5B (base): eos <|endoftext|> everywhere, but its chat template ends turns with <|im_end|>
+    tokenizer.eos_token = "<|endoftext|>"
+    assert stop_token_ids(tokenizer, GenerationConfig(eos_token_id=end_of_text)) == (end_of_text, im_end)
+    # No chat template (the zero template): only the EOS ids
+    tokenizer.chat_template = None
+    assert stop_token_ids(tokenizer, GenerationConfig(eos_token_id=end_of_text)) == (end_of_text,)

@@ -35,6 +35,7 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutMode, RolloutReplica, TokenOutput
 
 from cpmobius.verl_ext.naming import server_name_prefix
+from cpmobius.verl_ext.stop_tokens import stop_token_ids
 
 logger = logging.getLogger(__name__)
 
@@ -192,10 +193,7 @@ class HFGenerationServer:
         self.model.eval()
         tokenizer = self.model_config.tokenizer
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        gen_cfg = self.model_config.generation_config
-        self.default_stop_ids = tuple(
-            sorted(set(_as_id_list(getattr(gen_cfg, "eos_token_id", None)) + _as_id_list(tokenizer.eos_token_id)))
-        )
+        self.default_stop_ids = stop_token_ids(tokenizer, self.model_config.generation_config)
         self._queue = asyncio.Queue()
         self._gate_open = asyncio.Event()
         self._gate_open.set()

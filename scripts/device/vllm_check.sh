@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU checks of the scale path, in the last call of a burst on a lent GPU machine (no network).
+#
+# Earlier calls of the burst carry vLLM in parts (../shared/tools/VLLM_ON_DEVICE.md) and the verl/ray
+# wheel bundle `.whl` (../shared/tools/DEVICE_BUNDLE.md); this script installs what it finds, runs
+# the GPU tests and prints their tables, a peak-memory line and a summary. Logs go to $OUT.
+#   call k (k < N):  carry [.vllm_parts/partNN]  mkdir -p /root/vllm_parts && mv .vllm_parts/partNN /root/vllm_parts/
+#   call N-1:        carry [.whl]               bash scripts/device/vllm_check.sh --install-only
+#   call N:          carry [.vllm_parts/<last>, .vllm_parts/SHA256SUM, .vllm_parts/install_vllm.sh]
+#                                               bash scripts/device/vllm_check.sh
+# TESTS (default: the vLLM test, then the warm-up test) and PER_TEST_S (default 400) may be set.
+set -uo pipefail
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+OUT=${OUT:-/tmp/cpmobius_gpu_out}; mkdir -p "$OUT"
+
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheel bundle install failed"; exit 3; }
+  echo "verl/ray bundle installed into /tmp/site"
+fi
+[ "${1:-}" = "--install-only" ] && exit 0
+[ -d /tmp/site/verl ] || { echo "no verl in /tmp/site: carry .whl in an earlier call of this burst"; exit 3; }
+export PYTHONPATH=/tmp/site:$PWD
+if [ ! -f /tmp/vsite.env ]; then
+  bash .vllm_parts/install_vllm.sh || { echo "vLLM install failed"; exit 4; }
+fi
+source /tmp/vsite.env
+python3 -c "import vllm, verl, ray, torch; print('vllm', vllm.__version__, 'verl', verl.__version__, 'ray', ray.__version__, 'torch', torch.__version__)" || exit 4
+
+nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$OUT/gpu_mem.csv" 2>/dev/null &
+sampler=$!
+status=0
+for test in ${TESTS:-tests/test_vllm_gpu.py tests/test_warmup_gpu.py}; do
+  name=$(basename "$test" .py)
+  start=$(date +%s)
+  timeout "${PER_TEST_S:-400}" python3 -m pytest -x -s -q -p no:cacheprovider "$test" > "$OUT/$name.log" 2>&1
+  rc=$?; [ $rc -ne 0 ] && status=1
+  echo "=== $test: exit $rc in $(( $(date +%s) - start )) s"
+  grep -E "^(start|step| +[0-9]|engine|GPU|served|parameters|warm-up|[a-z_]+ +[0-9.]+$)|passed|failed|Error|error:" "$OUT/$name.log" | tail -40
+done
+kill $sampler 2>/dev/null
+echo "peak GPU memory in use (nvidia-smi, whole GPU, sampled every 0.5 s): $(sort -n "$OUT/gpu_mem.csv" | tail -1) MiB"
+exit $status

@@ -1,0 +1,171 @@
+"""vLLM rollouts for both policies on one CUDA GPU (issue: the scale path). Skipped without CUDA or vLLM.
+
+Qwen2-shaped models of about 0.5B parameters, bf16 serving, FSDP training on the same GPU:
+
+1. the two-policy check (`conftest.check_two_policies`) with vLLM engines: each engine serves its
+   own policy's weights, an update reaches the engine at the next sync (served prompt log-probs
+   equal the trainer's), the other policy's engine is untouched, save → load restores outputs;
+2. two steps of the CPMöbius loop (toy world, models pretrained on the GPU for a few seconds),
+   with, after every engine wake, the device memory in use (only one engine may hold memory) and,
+   after the steps, a served-vs-trained log-prob check for both policies.
+
+Run on the lent H200 (scripts/device/vllm_check.sh does the install and prints the tables):
+``python -m pytest -s tests/test_vllm_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+UTILIZATION = 0.3  # per engine; two engines awake together would hold 2 × 0.3 of the GPU
+
+
+def _vllm_available() -> bool:
+    try:
+        import vllm  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+if not _vllm_available():
+    pytest.skip("vLLM is not installed", allow_module_level=True)
+
+
+def gpu_memory_used_gib() -> float:
+    """Device-wide memory in use (all processes), GiB, from NVML (no CUDA context in this process)."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    return pynvml.nvmlDeviceGetMemoryInfo(handle).used / 2**30
+
+
+def gpu_memory_total_gib() -> float:
+    import pynvml
+
+    pynvml.nvmlInit()
+    return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).total / 2**30
+
+
+VLLM_OVERRIDES = [
+    "backend=vllm",
+    "trainer.n_gpus_per_node=1",
+    f"actor_rollout_ref.rollout.gpu_memory_utilization={UTILIZATION}",
+    "actor_rollout_ref.rollout.enforce_eager=true",  # no CUDA-graph capture: a faster start on a lent GPU
+    "actor_rollout_ref.rollout.max_model_len=512",
+]
+
+
+class WakeRecorder:
+    """Wraps `EngineGuard.after_wake`: device memory in use right after each engine wake."""
+
+    def __init__(self, guard) -> None:
+        self.samples: list[tuple[str, float]] = []
+        original = guard.after_wake
+
+        def after_wake(policy):
+            original(policy)
+            self.samples.append((policy.name, gpu_memory_used_gib()))
+
+        guard.after_wake = after_wake
+
+
+@pytest.fixture(scope="module")
+def two_vllm_policies(tmp_path_factory, harness):
+    import ray
+
+    from cpmobius.tiny_models import QWEN2_0P5B_SPEC
+
+    cache = tmp_path_factory.mktemp("models")
+    overrides = VLLM_OVERRIDES + [
+        f"model.cache_dir={cache}",
+        "actor_rollout_ref.actor.optim.lr=1e-4",
+        "data.max_response_length=32",
+    ]
+    policies, guard, timings = harness.start_two_policies(overrides, tiny_spec=QWEN2_0P5B_SPEC)
+    yield policies, guard, timings
+    ray.shutdown()
+
+
+def test_two_policies_with_vllm_engines_on_one_gpu(two_vllm_policies, tmp_path, harness):
+    policies, guard, start_timings = two_vllm_policies
+    recorder = WakeRecorder(guard)
+    # bf16 serving (vLLM kernels) vs bf16 FSDP: log-probs agree to about a tenth, not to float32 precision.
+    timings = harness.check_two_policies(policies, guard, tmp_path, atol=0.15, repeat_atol=0.02)
+    total = gpu_memory_total_gib()
+    peak_after_wake = max(used for _, used in recorder.samples)
+    print(f"\nGPU memory in use after each wake (GiB of {total:.0f}): "
+          + ", ".join(f"{name} {used:.1f}" for name, used in recorder.samples))
+    for key, value in {**start_timings, **timings}.items():
+        print(f"{key:<24} {value:>10.2f}")
+    # One engine awake holds UTILIZATION of the GPU (weights + KV cache); two would hold twice that.
+    assert peak_after_wake < (2 * UTILIZATION - 0.1) * total, "two vLLM engines held memory at once"
+
+
+def test_two_loop_steps_with_vllm_for_both_policies(tmp_path_factory, harness):
+    import ray
+
+    from cpmobius.config import compose_config
+    from cpmobius.main import build_loop
+    from cpmobius.tiny_models import QWEN2_0P5B_SPEC
+    from cpmobius.validation import measure_accuracy
+
+    ray.shutdown()  # the first test's engines are gone; a fresh job for the loop
+    run_dir = tmp_path_factory.mktemp("run")
+    cfg = compose_config(VLLM_OVERRIDES + [
+        f"model.cache_dir={tmp_path_factory.mktemp('toy_models')}",
+        *[f"++model.tiny_spec.{key}={value}" for key, value in QWEN2_0P5B_SPEC.items()],
+        "++model.pretrain.player_steps=300",
+        "++model.pretrain.coach_steps=150",
+        "warmup.enabled=false",
+        f"trainer.default_local_dir={run_dir}",
+        "actor_rollout_ref.actor.optim.lr=1e-5",
+        "data.max_response_length=32",
+        "filter.quota=4",
+        "player.n=4",
+        "validation.size=32",
+    ])
+    t = time.perf_counter()
+    loop = build_loop(cfg)
+    start_s = time.perf_counter() - t
+    recorder = WakeRecorder(loop.coach.guard)
+    total = gpu_memory_total_gib()
+    try:
+        loop.delta.start(measure_accuracy(loop.player, loop.val_set, loop.settings.validation).accuracy)
+        rows = []
+        for _ in range(2):
+            t = time.perf_counter()
+            metrics = loop.step()
+            rows.append((metrics, time.perf_counter() - t))
+        checks = {}
+        for policy in (loop.coach, loop.player):
+            policy.activate()
+            batch = policy.generate([[{"role": "user", "content": "What is 3 + 4?"}]], n=2)
+            prompt, response = harness.unpad_row(batch, 0)
+            served = harness.served_log_probs(policy, prompt, response)
+            trained = harness.trained_log_probs(policy, batch, 0)
+            checks[policy.name] = (served - trained).abs().max().item()
+    finally:
+        switches, history = loop.coach.guard.switches, list(loop.coach.guard.history)
+        ray.shutdown()
+
+    print(f"\nstart (toy pretraining on the GPU, both policies, vLLM engines) {start_s:.1f} s")
+    print("step  val_acc  delta_t  kept  coach_s  filter_s  update_s  val_s  coach_upd_s  step_s")
+    for i, (m, step_s) in enumerate(rows, 1):
+        print(f"{i:>4}  {m.get('val/accuracy', float('nan')):7.3f}  {m.get('val/delta_t', 0.0):+7.3f}  "
+              f"{int(m.get('filter/kept', 0)):4d}  {m.get('timing_s/coach', 0):7.1f}  "
+              f"{m.get('timing_s/difficulty_filter', 0):8.1f}  {m.get('timing_s/player_update', 0):8.1f}  "
+              f"{m.get('timing_s/validation', 0):5.1f}  {m.get('timing_s/coach_update', 0):11.1f}  {step_s:6.1f}")
+    print(f"engine switches {switches}: {' → '.join(history)}")
+    print(f"GPU memory in use after each wake (GiB of {total:.0f}): "
+          + ", ".join(f"{name} {used:.1f}" for name, used in recorder.samples))
+    print("served vs trained log-prob, max |diff| after 2 steps: "
+          + ", ".join(f"{name} {diff:.3f}" for name, diff in checks.items()))
+    assert all(diff < 0.15 for diff in checks.values()), checks
+    assert max(used for _, used in recorder.samples) < (2 * UTILIZATION - 0.1) * total
+    assert history[:2] == ["coach", "player"] and switches >= 4
