@@ -26,36 +26,38 @@ Default k (the released protocol, notes/upstream_cpmobius.md §5): 32, 32, 10, 5
 AIME25, AMC, MATH-500, Minerva, OlympiadBench (`DEFAULT_K`); the reported k is what the
 completions hold, and `k_protocol` is listed beside it.
 
-Departures from the released evaluation: the released code has no aggregation script and
-reports no CIs; its grader strips answers with `str.strip` on phrases and checks only the first
-Minerva answer (our grader and the `alt_answers` fix both). The Minerva key used is the corrected
-`answer` of ../shared/data (MANIFEST §2); `answer_key=released` is not implemented here yet.
+Answer keys and graders: `answer_key` is "corrected" (default) or "released"
+(`eval_data.gold_answers`); `grader` is "cpmobius" (the project's grader) or "released" (its
+imitation of the released evaluation grader, which also keeps only the first accepted answer).
+`score_run` can grade the same completions with both and list the problems where they disagree.
 
-CLI (scoring mode)::
+Published numbers (`PAPER_RESULTS`): only the Avg / OOD Avg values quoted in
+notes/upstream_cpmobius.md §5.4 (the released README table); every other paper cell is "—".
 
-    python -m cpmobius.evaluation --completions FILE.jsonl [--data-dir DIR] [--out DIR]
+Departures from the released evaluation (# CPMöbius:): the released code has no aggregation script
+and reports no CIs; its grader strips answers with `str.strip` on phrases and checks only the first
+Minerva answer (our grader and the `alt_answers` fix both); its Minerva key holds the previous
+sub-problem's answer on 32 rows (MANIFEST §2), corrected by default here.
 
-FILE.jsonl holds one JSON object per line with at least `benchmark`, `problem_id` (the
-benchmark row's `id`) and `response` (a string, or null for no response). Writes
-`results.json` and `results.md` to `--out` (default: the completions file's folder).
+CLI: `python -m cpmobius.evaluate` (generation and scoring; `--completions FILE.jsonl` scores
+existing completions: one JSON object per line with at least `benchmark`, `problem_id` (the
+benchmark row's `id`) and `response` (a string, or null)). `python -m cpmobius.evaluation` is the
+same command, kept for old invocations.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from cpmobius.eval_data import BENCHMARKS, default_data_dir, gold_answers, load_benchmark  # noqa: F401
 from cpmobius.grading import grade_batch, majority_vote
 from cpmobius.jsonl import JSONLineError, json_objects
 
-BENCHMARKS = ("amc", "aime24", "aime25", "math500", "minerva_math", "olympiadbench", "amc23")
-"""Every known benchmark name (folder and file stem under the data dir)."""
+# BENCHMARKS, default_data_dir, gold_answers, load_benchmark: re-exported from eval_data for old imports.
 
 AVG_BENCHMARKS = ("aime24", "aime25", "amc", "math500", "minerva_math", "olympiadbench")
 """The six benchmarks of the paper's Avg column."""
@@ -74,53 +76,10 @@ TABLE_COLUMNS = (("AIME24", "aime24"), ("AIME25", "aime25"), ("AMC", "amc"), ("M
 
 METRICS = ("avg@k", "pass@k", "maj@k")
 
-
-def default_data_dir() -> Path:
-    """`$CPMOBIUS_SHARED_DATA/eval`, else `../shared/data/eval` beside the checkout."""
-    env = os.environ.get("CPMOBIUS_SHARED_DATA")
-    if env:
-        return Path(env) / "eval"
-    return Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
-
-
-def load_benchmark(name: str, data_dir: str | Path | None = None) -> list[dict[str, Any]]:
-    """Read one benchmark's JSONL (`<data_dir>/<name>/<name>.jsonl`, one row per problem).
-
-    Args:
-        name: one of `BENCHMARKS`.
-        data_dir: the folder holding one sub-folder per benchmark (default `default_data_dir()`).
-
-    Returns:
-        The rows, each with at least `id`, `problem`, `answer` and `alt_answers` (list, may be []).
-
-    Raises:
-        ValueError: unknown benchmark name, or a row without `id`/`answer`.
-        FileNotFoundError: the file is missing.
-    """
-    if name not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {name!r}; expected one of {BENCHMARKS}")
-    path = Path(data_dir if data_dir is not None else default_data_dir()) / name / f"{name}.jsonl"
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        try:
-            for line_no, row in json_objects(f):
-                if "id" not in row or "answer" not in row:
-                    raise ValueError(f"benchmark {name!r}: {path}:{line_no} lacks 'id' or 'answer'")
-                row.setdefault("alt_answers", [])
-                rows.append(row)
-        except JSONLineError as error:
-            raise ValueError(f"benchmark {name!r}: {path}:{error.line_no}: {error.reason}") from None
-    return rows
-
-
-def gold_answers(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """problem id → accepted answers ([answer, *alt_answers], as strings, duplicates dropped)."""
-    golds = {}
-    for row in rows:
-        accepted = [str(row["answer"])] + [str(a) for a in row.get("alt_answers") or []]
-        golds[str(row["id"])] = list(dict.fromkeys(accepted))
-    return golds
-
+GRADERS = ("cpmobius", "released")
+"""`grader=cpmobius`: the project's one grader; `grader=released`: its imitation of the released
+evaluation grader (`cpmobius.grading` "released mode": `match_answer`, the `str.strip` quirk, gold
+`lstrip("0")`, first answer of a list only)."""
 
 @dataclass
 class ProblemScores:
@@ -144,13 +103,15 @@ class ProblemScores:
 
 
 def score_completions(records: Sequence[Mapping[str, Any]],
-                      golds: Mapping[str, Mapping[str, Sequence[str]]]) -> dict[str, list[ProblemScores]]:
+                      golds: Mapping[str, Mapping[str, Sequence[str]]],
+                      grader: str = "cpmobius") -> dict[str, list[ProblemScores]]:
     """Grade every response and take each problem's majority vote.
 
     Args:
         records: dicts with `benchmark`, `problem_id`, `response` (str or None); k per problem,
             in any order.
         golds: benchmark → problem id → accepted answers (see `gold_answers`).
+        grader: one of `GRADERS` (the grading mode of `grade_batch` and `majority_vote`).
 
     Returns:
         benchmark → `ProblemScores` per problem (in first-seen order), responses in record order.
@@ -176,7 +137,9 @@ def score_completions(records: Sequence[Mapping[str, Any]],
                     pair_golds.append(gold)
                     pair_resps.append(resp)
                     where.append((bench, pid, j, g))
-    results = grade_batch(pair_golds, pair_resps).results
+    if grader not in GRADERS:
+        raise ValueError(f"unknown grader {grader!r}; expected one of {GRADERS}")
+    results = grade_batch(pair_golds, pair_resps, mode=grader).results
     out: dict[str, dict[str, ProblemScores]] = {
         bench: {pid: ProblemScores(pid, list(golds[bench][pid]), [False] * len(resps), [None] * len(resps))
                 for pid, resps in problems.items()}
@@ -191,13 +154,13 @@ def score_completions(records: Sequence[Mapping[str, Any]],
     label_golds, label_resps, label_where = [], [], []
     for bench, problems in out.items():
         for pid, ps in problems.items():
-            ps.maj_label = majority_vote(answers=ps.extracted).pseudo_label
+            ps.maj_label = majority_vote(answers=ps.extracted, mode=grader).pseudo_label
             if ps.maj_label is not None:
                 for gold in ps.golds:
                     label_golds.append(gold)
                     label_resps.append("\\boxed{" + ps.maj_label + "}")
                     label_where.append(ps)
-    for ps, res in zip(label_where, grade_batch(label_golds, label_resps).results):
+    for ps, res in zip(label_where, grade_batch(label_golds, label_resps, mode=grader).results):
         ps.maj_correct = ps.maj_correct or res.correct
     return {bench: list(problems.values()) for bench, problems in out.items()}
 
@@ -340,41 +303,6 @@ def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int 
     return summary
 
 
-def _cell(entry: Optional[Mapping[str, Any]], metric: str) -> str:
-    if not entry or entry.get(metric) is None:
-        return "—"
-    lo, hi = entry[metric + "_ci"]
-    return f"{entry[metric]:.1f} [{lo:.1f}, {hi:.1f}]"
-
-
-def markdown_table(summary: Mapping[str, Any], paper_row: Optional[Mapping[str, float]] = None,
-                   label: str = "ours") -> str:
-    """A markdown table in the paper's column order, one row per metric, cells `value [lo, hi]`.
-
-    Args:
-        summary: the output of `summarise`.
-        paper_row: optional published numbers keyed by column header ("AIME24", ..., "OOD Avg");
-            shown first as a "paper" row (missing columns as "—").
-        label: row-name prefix of our rows.
-
-    Returns:
-        The table (a header, a separator, then the paper row and our avg@k, pass@k, maj@k rows),
-        newline-terminated. A `k` line below names the responses per problem.
-    """
-    headers = [h for h, _ in TABLE_COLUMNS]
-    lines = ["| | " + " | ".join(headers) + " |", "|---" * (len(headers) + 1) + "|"]
-    if paper_row is not None:
-        cells = [f"{paper_row[h]:.1f}" if paper_row.get(h) is not None else "—" for h in headers]
-        lines.append("| paper | " + " | ".join(cells) + " |")
-    for metric in METRICS:
-        cells = [_cell(summary.get(key), metric) for _, key in TABLE_COLUMNS]
-        lines.append(f"| {label} {metric} | " + " | ".join(cells) + " |")
-    ks = ", ".join(f"{h} {summary[key]['k']}" for h, key in TABLE_COLUMNS[:6] if key in summary)
-    lines.append("")
-    lines.append(f"k (responses per problem): {ks or '—'}. Cells: percent, [95% bootstrap CI over problems].")
-    return "\n".join(lines) + "\n"
-
-
 def read_completions(path: str | Path) -> list[dict[str, Any]]:
     """Read and validate a completions JSONL file.
 
@@ -405,45 +333,90 @@ def read_completions(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
-def evaluate_completions(completions: str | Path, data_dir: str | Path | None = None,
-                         out_dir: str | Path | None = None) -> dict[str, Any]:
-    """Scoring mode: read completions, grade, summarise, write results.json and results.md.
+def golds_for(rows_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]], answer_key: str,
+              grader: str) -> dict[str, dict[str, list[str]]]:
+    """benchmark → problem id → accepted answers for one answer key and one grader.
+
+    The released grader used only the first element of a list-valued key (notes §5.2), so with
+    `grader=released` only the first accepted answer is kept.
+    """
+    return {b: gold_answers(rows, answer_key, first_only=(grader == "released"))
+            for b, rows in rows_by_benchmark.items()}
+
+
+def grader_disagreements(primary: Mapping[str, Sequence[ProblemScores]], other: Mapping[str, Sequence[ProblemScores]],
+                         responses: Mapping[tuple[str, str], Sequence[Optional[str]]]) -> list[dict[str, Any]]:
+    """Problems where two gradings of the same responses disagree on at least one response.
+
+    Args:
+        primary, other: `score_completions` outputs for the same records (e.g. grader=cpmobius and
+            grader=released).
+        responses: (benchmark, problem id) → the responses in record order (for the examples).
 
     Returns:
-        The summary (as in `summarise`).
+        One dict per problem with a disagreement: benchmark, problem_id, golds of each grading,
+        n (responses), n_disagree, and the first disagreeing response's extracted answers and verdicts.
+    """
+    out = []
+    for bench, problems in primary.items():
+        others = {p.problem_id: p for p in other.get(bench, [])}
+        for p in problems:
+            q = others.get(p.problem_id)
+            if q is None:
+                continue
+            differ = [j for j, (a, b) in enumerate(zip(p.correct, q.correct)) if a != b]
+            if not differ:
+                continue
+            j = differ[0]
+            text = (responses.get((bench, p.problem_id)) or [None] * (j + 1))[j] or ""
+            out.append({"benchmark": bench, "problem_id": p.problem_id, "golds": p.golds, "golds_other": q.golds,
+                        "n": len(p.correct), "n_disagree": len(differ), "example_extracted": p.extracted[j],
+                        "example_extracted_other": q.extracted[j], "example_correct": p.correct[j],
+                        "example_correct_other": q.correct[j], "example_response_tail": text[-300:]})
+    return out
+
+
+def score_run(records: Sequence[Mapping[str, Any]], rows_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]],
+              answer_key: str = "corrected", grader: str = "cpmobius", compare: bool = True,
+              n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Grade a run's completions and summarise them; optionally grade again with the other grader.
+
+    Args:
+        records: completion records (`benchmark`, `problem_id`, `response`).
+        rows_by_benchmark: benchmark → its rows (uniform schema), at least the problems in `records`.
+        answer_key: "corrected" or "released" (`eval_data.gold_answers`).
+        grader: the reported grader, one of `GRADERS`.
+        compare: also grade with the other grader and list the disagreements.
+        n_boot, seed: bootstrap settings.
+
+    Returns:
+        {"answer_key", "grader", "summary", "problems", and with `compare`: "other_grader",
+        "other_summary", "disagreements"} (summaries as in `summarise`).
 
     Raises:
-        ValueError: malformed completions or unknown benchmark / problem ids.
-        FileNotFoundError: a missing completions or benchmark file.
+        ValueError: unknown key / grader, or records naming unknown benchmarks or problems.
     """
-    records = read_completions(completions)
-    benches = list(dict.fromkeys(r["benchmark"] for r in records))
-    golds = {b: gold_answers(load_benchmark(b, data_dir)) for b in benches}
-    per_benchmark = score_completions(records, golds)
-    summary = summarise(per_benchmark)
-    out = Path(out_dir) if out_dir is not None else Path(completions).resolve().parent
-    out.mkdir(parents=True, exist_ok=True)
-    result = {"completions": str(completions), "summary": summary,
-              "problems": {b: [asdict(p) for p in ps] for b, ps in per_benchmark.items()}}
-    (out / "results.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out / "results.md").write_text(markdown_table(summary), encoding="utf-8")
-    return summary
+    per_benchmark = score_completions(records, golds_for(rows_by_benchmark, answer_key, grader), grader)
+    result: dict[str, Any] = {"answer_key": answer_key, "grader": grader,
+                              "summary": summarise(per_benchmark, n_boot, seed),
+                              "problems": {b: [asdict(p) for p in ps] for b, ps in per_benchmark.items()}}
+    if compare:
+        other = GRADERS[1 - GRADERS.index(grader)]
+        other_scores = score_completions(records, golds_for(rows_by_benchmark, answer_key, other), other)
+        responses: dict[tuple[str, str], list] = {}
+        for rec in records:
+            responses.setdefault((rec["benchmark"], str(rec["problem_id"])), []).append(rec["response"])
+        result["other_grader"] = other
+        result["other_summary"] = summarise(other_scores, n_boot, seed)
+        result["disagreements"] = grader_disagreements(per_benchmark, other_scores, responses)
+    return result
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """CLI entry point; returns the exit status (2 on bad input, with a one-line message)."""
-    parser = argparse.ArgumentParser(prog="python -m cpmobius.evaluation", description=__doc__.split("\n")[0])
-    parser.add_argument("--completions", required=True, help="JSONL: benchmark, problem_id, response per line")
-    parser.add_argument("--data-dir", default=None, help="folder of <name>/<name>.jsonl (default: ../shared/data/eval)")
-    parser.add_argument("--out", default=None, help="output folder (default: the completions file's folder)")
-    args = parser.parse_args(argv)
-    try:
-        summary = evaluate_completions(args.completions, args.data_dir, args.out)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(markdown_table(summary), end="")
-    return 0
+    """`python -m cpmobius.evaluation` = `python -m cpmobius.evaluate` (kept for old commands)."""
+    from cpmobius.evaluate import main as evaluate_main
+
+    return evaluate_main(argv)
 
 
 if __name__ == "__main__":

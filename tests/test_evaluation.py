@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cpmobius.eval_report import markdown_table
 from cpmobius.evaluation import (
     default_data_dir,
     AVG_BENCHMARKS,
@@ -19,7 +20,6 @@ from cpmobius.evaluation import (
     load_benchmark,
     maj_at_k,
     main,
-    markdown_table,
     pass_at_k,
     score_completions,
     summarise,
@@ -214,7 +214,7 @@ def test_cli_unknown_problem_id_exits_2_without_traceback(tmp_path):
     data_dir = _data_dir(tmp_path)
     completions = tmp_path / "c.jsonl"
     completions.write_text(json.dumps({"benchmark": "aime24", "problem_id": "no-such-id", "response": "x"}) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "cpmobius.evaluation", "--completions", str(completions),
+    proc = subprocess.run([sys.executable, "-m", "cpmobius.evaluate", "--completions", str(completions),
                            "--data-dir", str(data_dir)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "no-such-id" in proc.stderr and "Traceback" not in proc.stderr

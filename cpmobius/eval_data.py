@@ -1,0 +1,312 @@
+r"""Benchmark data for the evaluation: local JSONL / parquet or the Hugging Face hub; answer keys; prompts.
+
+Stage: evaluation (data side). Every source is turned into the same row shape (the uniform schema of
+../shared/data/MANIFEST.md §3): `id`, `problem` (instruction suffix removed), `answer` (the corrected
+key), `alt_answers` (other accepted spellings), `answer_upstream` (the released key, when known).
+
+Sources
+-------
+* local (default): `<data_dir>/<name>/<name>.jsonl` (the curated copies), else `<name>.parquet` in the
+  same folder, or any file given as `--data-file name=PATH`. Parquet may be the uniform schema, the
+  released verl schema (`prompt`, `reward_model.ground_truth`, `extra_info.index`: the files of
+  `ASL-r/CPMobius evaluation/data/`, deduplicated by `extra_info.index`), or a flat `question` /
+  `answer` table (the released AIME-2025 file, deduplicated by question text).
+* hub: `HUB_SOURCES` (one dataset id, config and split per benchmark, field names below). The ids
+  were chosen as the upstream origin of each released file where one exists on the hub, and their
+  field mapping was checked against the local copies (tests/test_evaluation_harness.py): the hub
+  cannot be reached from our CI, so the row *contents* are checked only through the local copies.
+
+Answer keys (`answer_key`)
+--------------------------
+* corrected (default): `[answer, *alt_answers]`. Differs from the released key on 32 Minerva rows
+  where the released key holds the previous sub-problem's answer (MANIFEST §5), and in formatting
+  only elsewhere (AIME leading zeros, AMC floats, OlympiadBench `$…$`).
+* released: the released key exactly (`answer_upstream`; for a list, every element as an accepted
+  answer with the cpmobius grader, the first element only with `grader=released`, as the released
+  evaluation did). Needs the local copies or the released parquet files: the hub copies do not carry it.
+
+Prompts (notes/upstream_cpmobius.md §5.1): the verl suffix " Let's think step by step and output the
+final answer within \boxed{}." is stripped and the bare problem is the only user turn in the evaluated
+model's own chat template (no explicit system turn: Qwen2.5-Math's template inserts its default
+"Please reason step by step, and put your final answer within \boxed{}.").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from cpmobius.jsonl import JSONLineError, json_objects
+
+BENCHMARKS = ("amc", "aime24", "aime25", "math500", "minerva_math", "olympiadbench", "amc23")
+"""Every known benchmark name (folder and file stem under the data dir)."""
+
+INSTRUCTION_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
+"""The verl-schema suffix of every released evaluation prompt; the released loader strips it."""
+
+STOP_STRINGS = {"aime24": ("\n###\nProblem: ", "<|eot_id|>"), "aime25": ("\n###\nProblem: ", "<|eot_id|>"),
+                "math500": ("\n###\nProblem: ", "<|eot_id|>")}
+"""Extra stop strings of the released evaluation (only these three tasks), notes §5.1."""
+
+ANSWER_KEYS = ("corrected", "released")
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """Where a benchmark lives on the hub and how its fields map onto the uniform schema.
+
+    Attributes:
+        repo: dataset id; config: its config name (or None); split: the split holding the problems.
+        problem_field / answer_field: the fields holding the statement and the final answer.
+        id_field: a field giving a stable problem id (else the row index).
+        filter_field / filter_contains: keep only rows whose field contains this text (AMC 2023).
+        note: how it relates to the released file.
+    """
+
+    repo: str
+    split: str
+    problem_field: str
+    answer_field: str
+    config: Optional[str] = None
+    id_field: Optional[str] = None
+    filter_field: Optional[str] = None
+    filter_contains: Optional[str] = None
+    note: str = ""
+
+
+HUB_SOURCES = {
+    "amc": HubSource("AI-MO/aimo-validation-amc", "train", "problem", "answer", id_field="id",
+                     note="83 AMC 12 2022-2023 problems; the origin of the released amc_x10.parquet (float answers)"),
+    "aime24": HubSource("HuggingFaceH4/aime_2024", "train", "problem", "answer", id_field="id",
+                        note="30 AIME 2024 problems; answers without the released file's leading zeros"),
+    "aime25": HubSource("math-ai/aime25", "test", "problem", "answer", id_field="id",
+                        note="30 AIME 2025 problems; a few wordings differ from the released file (MANIFEST §3)"),
+    "math500": HubSource("HuggingFaceH4/MATH-500", "test", "problem", "answer", id_field="unique_id",
+                         note="the official MATH-500 split, same strings as the released math_x5.parquet"),
+    "minerva_math": HubSource("math-ai/minervamath", "test", "question", "answer",
+                              note="272 Minerva (OCW) problems with the original keys (the corrected key)"),
+    "olympiadbench": HubSource("Hothan/OlympiadBench", "train", "question", "final_answer",
+                               config="OE_TO_maths_en_COMP", id_field="id",
+                               note="OpenBMB OE_TO_maths_en_COMP, 675 rows; final_answer is a list of $…$ strings"),
+    "amc23": HubSource("math-ai/amc23", "test", "question", "answer",
+                       note="the 40 AMC 2023 problems of Qwen2.5-Math's evaluation"),
+}
+"""Hub source per benchmark (README "Reproduce the paper" lists them)."""
+
+
+def default_data_dir() -> Path:
+    """`$CPMOBIUS_SHARED_DATA/eval`, else `../shared/data/eval` beside the checkout."""
+    import os
+
+    env = os.environ.get("CPMOBIUS_SHARED_DATA")
+    if env:
+        return Path(env) / "eval"
+    return Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
+
+
+def strip_instruction(text: str) -> str:
+    """The problem without the released verl suffix (the released loader's behaviour)."""
+    text = str(text)
+    return text[: -len(INSTRUCTION_SUFFIX)] if text.endswith(INSTRUCTION_SUFFIX) else text
+
+
+def plain_answer(value: Any) -> str:
+    """A reference answer as a string: `142.0` → `"142"`, `$x$` → `x`, `$a$,$b$` and lists → `a, b`.
+
+    The hub/parquet normalisation of the curated copies (MANIFEST §4): integral floats lose
+    `.0`, outer `$…$` are removed, a list of several answers becomes `a, b`, strings are stripped.
+    """
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return str(int(value))
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
+        return ", ".join(plain_answer(v) for v in list(value))
+    text = str(value).strip()
+    if len(text) >= 2 and text.startswith("$") and text.endswith("$"):
+        # OlympiadBench lists: "$a$,$b$" / "$a$, $b$" → "a, b".
+        parts = re.split(r"\$\s*,\s*\$", text[1:-1])
+        if all("$" not in part for part in parts):
+            text = ", ".join(part.strip() for part in parts)
+    return text
+
+
+def _as_list(value: Any) -> list:
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
+        return list(value)
+    return [value]
+
+
+def _row(name: str, i: int, problem: Any, answer_upstream: Any, row_id: Any = None) -> dict[str, Any]:
+    """A uniform row from a released/hub record (corrected key = the normalised released key)."""
+    forms = [plain_answer(a) for a in _as_list(answer_upstream)]
+    return {"id": f"{name}-{row_id if row_id is not None else i}", "problem": strip_instruction(problem),
+            "answer": forms[0] if forms else "", "alt_answers": list(dict.fromkeys(forms[1:])),
+            "answer_upstream": _jsonable(answer_upstream), "flags": []}
+
+
+def _jsonable(value: Any) -> Any:
+    if type(value).__name__ == "ndarray" or isinstance(value, tuple):
+        return [_jsonable(v) for v in list(value)]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        return value.item()
+    return value
+
+
+def rows_from_records(name: str, records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Uniform rows from parsed records of any supported schema (see the module docstring).
+
+    Raises:
+        ValueError: a record of no known schema.
+    """
+    rows: list[dict[str, Any]] = []
+    seen: set = set()
+    for i, rec in enumerate(records):
+        if "id" in rec and "problem" in rec and "answer" in rec:  # uniform schema
+            row = dict(rec)
+            row.setdefault("alt_answers", [])
+            row["alt_answers"] = list(row["alt_answers"] or [])
+            row["problem"] = strip_instruction(row["problem"])
+            key = row["id"]
+        elif "prompt" in rec and "reward_model" in rec:  # released verl schema, tiled copies
+            prompt = _as_list(rec["prompt"])
+            user = [m["content"] for m in prompt if m.get("role") == "user"]
+            index = (rec.get("extra_info") or {}).get("index", i)
+            row = _row(name, i, user[-1] if user else "", rec["reward_model"]["ground_truth"], index)
+            row["index"] = int(index)
+            key = row["index"]
+        elif "question" in rec and "answer" in rec:  # flat released schema (AIME 2025)
+            key = rec["question"]
+            row = _row(name, len(rows), rec["question"], rec["answer"])
+        elif "problem" in rec and "answer" in rec:
+            key = rec["problem"]
+            row = _row(name, len(rows), rec["problem"], rec["answer"])
+        else:
+            raise ValueError(f"benchmark {name!r}: record {i} has no known schema (fields {sorted(rec)[:8]})")
+        if key in seen:
+            continue
+        seen.add(key)
+        rows.append(row)
+    return rows
+
+
+def rows_from_hub_records(name: str, records: Iterable[Mapping[str, Any]], source: HubSource) -> list[dict[str, Any]]:
+    """Uniform rows from hub records of `source` (field mapping of `HUB_SOURCES`).
+
+    Raises:
+        ValueError: a record lacking the mapped problem or answer field.
+    """
+    rows = []
+    for i, rec in enumerate(records):
+        if source.filter_field and source.filter_contains not in str(rec.get(source.filter_field, "")):
+            continue
+        missing = [f for f in (source.problem_field, source.answer_field) if f not in rec]
+        if missing:
+            raise ValueError(f"hub {source.repo}: record {i} lacks {missing}; fields are {sorted(rec)}")
+        rid = rec.get(source.id_field) if source.id_field else None
+        row = _row(name, i, rec[source.problem_field], rec[source.answer_field], i)
+        row["hub_id"] = _jsonable(rid) if rid is not None else i
+        del row["answer_upstream"]  # the hub copies do not carry the released key (see `gold_answers`)
+        rows.append(row)
+    return rows
+
+
+def _read_file(name: str, path: Path) -> list[dict[str, Any]]:
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        return rows_from_records(name, pd.read_parquet(path).to_dict("records"))
+    with open(path, encoding="utf-8") as f:
+        try:
+            return rows_from_records(name, (row for _, row in json_objects(f)))
+        except JSONLineError as error:
+            raise ValueError(f"benchmark {name!r}: {path}:{error.line_no}: {error.reason}") from None
+
+
+def load_benchmark(name: str, data_dir: str | Path | None = None, *, source: str = "local",
+                   path: str | Path | None = None) -> list[dict[str, Any]]:
+    """One benchmark as uniform rows (one per problem).
+
+    Args:
+        name: one of `BENCHMARKS`.
+        data_dir: folder with one sub-folder per benchmark (default `default_data_dir()`).
+        source: "local" or "hub" (`datasets.load_dataset` with `HUB_SOURCES[name]`).
+        path: an explicit local file (JSONL or parquet), overriding `data_dir`.
+
+    Returns:
+        Rows with `id`, `problem`, `answer`, `alt_answers` (and `answer_upstream` where known).
+
+    Raises:
+        ValueError: unknown benchmark or source, a malformed file, a row without `id`/`answer`.
+        FileNotFoundError: no local file for the benchmark.
+    """
+    if name not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {name!r}; expected one of {BENCHMARKS}")
+    if source == "hub":
+        import datasets
+
+        hub = HUB_SOURCES[name]
+        ds = datasets.load_dataset(hub.repo, hub.config, split=hub.split)
+        rows = rows_from_hub_records(name, ds, hub)
+    elif source == "local":
+        if path is None:
+            folder = Path(data_dir if data_dir is not None else default_data_dir()) / name
+            candidates = [folder / f"{name}.jsonl", folder / f"{name}.parquet"]
+            path = next((p for p in candidates if p.is_file()), candidates[0])
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"benchmark {name!r}: no file {path} (give --data-dir or --data-file {name}=PATH)")
+        rows = _read_file(name, path)
+    else:
+        raise ValueError(f"unknown data source {source!r}; expected 'local' or 'hub'")
+    for i, row in enumerate(rows):
+        if "id" not in row or "answer" not in row:
+            raise ValueError(f"benchmark {name!r}: row {i} lacks 'id' or 'answer'")
+    if not rows:
+        raise ValueError(f"benchmark {name!r}: no problems")
+    return rows
+
+
+def gold_answers(rows: Sequence[Mapping[str, Any]], answer_key: str = "corrected",
+                 first_only: bool = False) -> dict[str, list[str]]:
+    """problem id → accepted answers (strings, duplicates dropped).
+
+    Args:
+        rows: uniform rows.
+        answer_key: "corrected" (`[answer, *alt_answers]`) or "released" (`answer_upstream` as
+            released: a list's elements, unnormalised, e.g. AIME `"025"`, AMC `142.0`).
+        first_only: keep only the first accepted answer (the released grader's rule for lists).
+
+    Raises:
+        ValueError: unknown key, or `released` on rows without `answer_upstream` (hub data).
+    """
+    if answer_key not in ANSWER_KEYS:
+        raise ValueError(f"unknown answer_key {answer_key!r}; expected one of {ANSWER_KEYS}")
+    golds = {}
+    for row in rows:
+        if answer_key == "corrected":
+            accepted = [str(row["answer"])] + [str(a) for a in row.get("alt_answers") or []]
+        else:
+            if "answer_upstream" not in row:
+                raise ValueError(f"answer_key=released needs the released key ('answer_upstream'), which {row['id']!r} "
+                                 "lacks: use the local copies or the released parquet files, not the hub")
+            # Surrounding white space only (the released Minerva forms end in "\n"; its grader strips too).
+            accepted = [str(a).strip() for a in _as_list(row["answer_upstream"])]
+        accepted = list(dict.fromkeys(accepted))
+        golds[str(row["id"])] = accepted[:1] if first_only else accepted
+    return golds
+
+
+def render_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = None) -> str:
+    """The evaluation prompt text of one problem: the model's chat template, one user turn.
+
+    Raises:
+        ValueError: the tokenizer has no chat template (the released evaluation requires one).
+    """
+    from cpmobius.prompts import player_prompt
+
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("the model's tokenizer has no chat template; the released evaluation prompts through it")
+    return tokenizer.apply_chat_template(player_prompt(problem, system_prompt), tokenize=False,
+                                         add_generation_prompt=True)

@@ -1,0 +1,119 @@
+r"""Evaluation reports: the paper-order markdown table, the paper's published rows, the grader report.
+
+Stage: evaluation (reporting). Pure formatting of `cpmobius.evaluation` summaries; the files a run
+writes (`write_results`). Published numbers (`PAPER_RESULTS`) are only those our notes quote
+(notes/upstream_cpmobius.md §5.4, the released README table); every other paper cell is "—".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from cpmobius.evaluation import METRICS, TABLE_COLUMNS
+
+PAPER_RESULTS: dict[str, dict[str, dict[str, float]]] = {
+    # Source: the released README's Results table as quoted in notes/upstream_cpmobius.md §5.4 (the
+    # only published numbers in our notes). Per-benchmark cells are not in the notes: they stay "—".
+    # Avg / OOD Avg as printed in that table (not recomputed; §5.4 lists where the table's OOD column
+    # disagrees with the mean of its own columns).
+    "qwen2p5_math_1p5b": {"Qwen2.5-Math-1.5B": {"Avg": 23.3, "OOD Avg": 19.8},
+                          "CPMöbius": {"Avg": 28.8, "OOD Avg": 26.8}},
+    "qwen2p5_math_7b_instruct": {"Qwen2.5-Math-7B-Instruct": {"OOD Avg": 33.0},
+                                 "CPMöbius": {"OOD Avg": 38.4}},
+    "octothinker_3b": {"CPMöbius": {"OOD Avg": 22.0}},
+    "openmath_nemotron_1p5b": {},
+}
+"""Published numbers per base model (configs/model names), row label → column header → percent."""
+
+PAPER_MODEL_PATTERNS = {"qwen2p5_math_1p5b": "qwen2.5-math-1.5b", "qwen2p5_math_7b_instruct": "qwen2.5-math-7b-instruct",
+                        "octothinker_3b": "octothinker-3b", "openmath_nemotron_1p5b": "openmath-nemotron-1.5b"}
+"""Lower-case text in a model path that names its base model (for `paper_model_for`)."""
+
+
+def paper_model_for(model_path: str) -> Optional[str]:
+    """The `PAPER_RESULTS` key whose base model a model path names (checked on the last two path
+    parts, case-insensitive, so `Qwen/Qwen2.5-Math-1.5B` and `ckpt/qwen2.5-math-1.5b-cpm` match), or None."""
+    tail = "/".join(str(model_path).rstrip("/").split("/")[-2:]).lower()
+    # Longest pattern first so "qwen2.5-math-7b-instruct" is not taken for another model.
+    for key, pattern in sorted(PAPER_MODEL_PATTERNS.items(), key=lambda kv: -len(kv[1])):
+        if pattern in tail:
+            return key
+    return None
+
+
+def _cell(entry: Optional[Mapping[str, Any]], metric: str) -> str:
+    if not entry or entry.get(metric) is None:
+        return "—"
+    lo, hi = entry[metric + "_ci"]
+    return f"{entry[metric]:.1f} [{lo:.1f}, {hi:.1f}]"
+
+
+def markdown_table(summary: Mapping[str, Any], paper_row: Optional[Mapping[str, float]] = None,
+                   label: str = "ours", paper_rows: Optional[Mapping[str, Mapping[str, float]]] = None,
+                   metrics: Sequence[str] = METRICS) -> str:
+    """A markdown table in the paper's column order, one row per metric, cells `value [lo, hi]`.
+
+    Args:
+        summary: the output of `summarise`.
+        paper_row: optional published numbers keyed by column header ("AIME24", ..., "OOD Avg");
+            shown first as a "paper" row (missing columns as "—").
+        label: row-name prefix of our rows.
+        paper_rows: several published rows, row label → numbers (shown as "paper: <label>").
+        metrics: which of `METRICS` to show, in order.
+
+    Returns:
+        The table (a header, a separator, then the paper rows and our metric rows),
+        newline-terminated. A `k` line below names the responses per problem.
+    """
+    headers = [h for h, _ in TABLE_COLUMNS]
+    lines = ["| | " + " | ".join(headers) + " |", "|---" * (len(headers) + 1) + "|"]
+    rows = ({"": paper_row} if paper_row is not None else {}) | dict(paper_rows or {})
+    for name, row in rows.items():
+        cells = [f"{row[h]:.1f}" if row.get(h) is not None else "—" for h in headers]
+        lines.append(f"| paper{': ' + name if name else ''} | " + " | ".join(cells) + " |")
+    for metric in metrics:
+        cells = [_cell(summary.get(key), metric) for _, key in TABLE_COLUMNS]
+        lines.append(f"| {label} {metric} | " + " | ".join(cells) + " |")
+    ks = ", ".join(f"{h} {summary[key]['k']}" for h, key in TABLE_COLUMNS[:6] if key in summary)
+    lines.append("")
+    lines.append(f"k (responses per problem): {ks or '—'}. Cells: percent, [95% bootstrap CI over problems].")
+    if rows:
+        lines.append("Paper rows: the released README table (notes/upstream_cpmobius.md §5.4); "
+                     "\"—\" where our notes give no published number.")
+    return "\n".join(lines) + "\n"
+
+
+def disagreement_markdown(rows: Sequence[Mapping[str, Any]], names: tuple[str, str]) -> str:
+    """The grader-disagreement report as markdown (one table row per problem)."""
+    a, b = names
+    lines = [f"# Grader disagreements: {a} vs {b}", "",
+             f"{len(rows)} problem(s) where the two graders judge at least one response differently.", "",
+             f"| benchmark | problem | gold ({a}) | gold ({b}) | responses differing | extracted ({a}) → verdict "
+             f"| extracted ({b}) → verdict |", "|---|---|---|---|---|---|---|"]
+
+    def esc(x: Any) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")[:80]
+
+    for r in rows:
+        lines.append(f"| {r['benchmark']} | {r['problem_id']} | {esc(r['golds'])} | {esc(r['golds_other'])} | "
+                     f"{r['n_disagree']}/{r['n']} | `{esc(r['example_extracted'])}` → {r['example_correct']} | "
+                     f"`{esc(r['example_extracted_other'])}` → {r['example_correct_other']} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(result: Mapping[str, Any], out_dir: str | Path, label: str = "ours",
+                  paper_rows: Optional[Mapping[str, Mapping[str, float]]] = None) -> str:
+    """Write results.json, results.md (and grader_disagreements.md with a comparison); return the table."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    table = markdown_table(result["summary"], label=label, paper_rows=paper_rows)
+    if "other_summary" in result:
+        table += (f"\nSame completions, grader={result['other_grader']} (answer_key={result['answer_key']}):\n\n"
+                  + markdown_table(result["other_summary"], label=result["other_grader"], metrics=("avg@k",)))
+        (out / "grader_disagreements.md").write_text(
+            disagreement_markdown(result["disagreements"], (result["grader"], result["other_grader"])), encoding="utf-8")
+    (out / "results.md").write_text(table, encoding="utf-8")
+    return table

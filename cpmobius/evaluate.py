@@ -1,0 +1,298 @@
+r"""Benchmark evaluation CLI: generate, grade, tabulate (stage: evaluation).
+
+    python -m cpmobius.evaluate --model PATH [PATH ...] [options]        # generate + score
+    python -m cpmobius.evaluate --completions FILE.jsonl [FILE ...]       # score only (no GPU)
+
+Generate mode, per model: each benchmark's problems (`cpmobius.eval_data`: local copies, parquet or
+the hub) are prompted exactly as the released evaluation (notes/upstream_cpmobius.md §5.1: the
+instruction suffix stripped, the bare problem as the only user turn of the model's own chat
+template), sampled k times with the released protocol (T=0.7, top-p 0.9, repetition penalty 1.05,
+4096 new tokens; k = 32, 32, 10, 5, 5, 5 for AIME24, AIME25, AMC, MATH-500, Minerva, OlympiadBench)
+or greedily (`--greedy`, k = 1 unless `--k` says otherwise), through vLLM when importable, else HF
+transformers (`cpmobius.eval_generation`). Then graded by the project's one grader
+(`cpmobius.evaluation`): avg@k (the paper's number), unbiased pass@k, maj@k, bootstrap 95% CIs over
+problems, Avg over the six and OOD Avg over the five without AMC.
+
+Outputs under `--out` (default `outputs/eval`):
+
+    <label>/run.json                 model, sampling, k per benchmark, data source (resume guard)
+    <label>/completions.jsonl        one line per response: benchmark, problem_id, sample, response,
+                                     finish_reason, response_tokens, model (appended per benchmark)
+    <label>/results.json             summaries (both graders), per-problem verdicts, disagreements
+    <label>/results.md               the paper-order table with the paper's published rows beside ours
+    <label>/grader_disagreements.md  problems where grader=cpmobius and grader=released disagree
+    results.md, results.json         every model of the run side by side (avg@k)
+
+Resume: a benchmark whose responses are all in `completions.jsonl` (every problem, k each) is skipped
+on rerun; a benchmark cut short by a crash is dropped from the file and generated again. Rerunning
+with other sampling settings or another model in the same folder is refused (use another `--out`).
+
+Departures from the released evaluation (`# CPMöbius:`): one aggregation step (Avg, OOD Avg, CIs);
+`answer_key=corrected` by default (the released Minerva key holds the previous sub-problem's answer
+on 32 rows); our grader by default (the released one strips answers with `str.strip` on phrases and
+checks only the first of several accepted answers: `--grader released` reproduces it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from cpmobius.eval_data import ANSWER_KEYS, BENCHMARKS, STOP_STRINGS, load_benchmark, render_prompt
+from cpmobius.eval_report import PAPER_RESULTS, markdown_table, paper_model_for, write_results
+from cpmobius.evaluation import AVG_BENCHMARKS, DEFAULT_K, GRADERS, read_completions, score_run
+
+DEFAULT_OUT = "outputs/eval"
+
+
+def parse_k(values: Sequence[str], benchmarks: Sequence[str], greedy: bool) -> dict[str, int]:
+    """Responses per problem for each benchmark: the released k, 1 when greedy, then `--k` overrides.
+
+    Args:
+        values: `["4"]` (every benchmark) and/or `["aime24=8", ...]`.
+
+    Raises:
+        ValueError: a malformed value, a k < 1, or an unknown benchmark.
+    """
+    k = {b: 1 if greedy else DEFAULT_K[b] for b in benchmarks}
+    for value in values:
+        name, _, number = value.rpartition("=")
+        if not number.isdigit() or int(number) < 1:
+            raise ValueError(f"--k {value!r}: expected K or BENCHMARK=K with an integer K >= 1")
+        if name and name not in k:
+            raise ValueError(f"--k {value!r}: {name!r} is not among the benchmarks {list(benchmarks)}")
+        for b in [name] if name else k:
+            k[b] = int(number)
+    return k
+
+
+def model_label(path: str) -> str:
+    """A folder-safe label of a model path (its last part, or the last two for a generic last part)."""
+    parts = [p for p in str(path).rstrip("/").split("/") if p]
+    generic = {"huggingface", "actor", "player", "hf", "model", "checkpoint"}
+    name = "__".join(parts[-2:]) if len(parts) > 1 and parts[-1].lower() in generic else parts[-1]
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def _load_existing(path: Path, expected: Mapping[str, Mapping[str, int]]) -> dict[str, list[dict[str, Any]]]:
+    """Complete benchmarks already in `path`; rewrites the file without incomplete ones (a crash mid-append)."""
+    if not path.exists():
+        return {}
+    by_bench: dict[str, list[dict[str, Any]]] = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash
+        by_bench.setdefault(rec.get("benchmark"), []).append(rec)
+    complete = {}
+    for bench, recs in by_bench.items():
+        counts: dict[str, int] = {}
+        for rec in recs:
+            counts[str(rec.get("problem_id"))] = counts.get(str(rec.get("problem_id")), 0) + 1
+        if bench in expected and counts == dict(expected[bench]):
+            complete[bench] = recs
+        else:
+            print(f"[evaluate] {path}: dropping {len(recs)} responses of {bench!r} (incomplete or other k/problems)",
+                  file=sys.stderr)
+    kept = sum(len(r) for r in complete.values())
+    if kept != len(lines):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for rs in complete.values() for r in rs),
+                       encoding="utf-8")
+        os.replace(tmp, path)
+    return complete
+
+
+def _append(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """Append one benchmark's records in one write, flushed to disk."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _check_run(run_path: Path, run: Mapping[str, Any]) -> None:
+    """Refuse to resume a folder holding another model's or other settings' responses."""
+    if run_path.exists():
+        old = json.loads(run_path.read_text())
+        keys = ("model", "sampling", "system_prompt", "source", "limit")
+        diff = [key for key in keys if old.get(key) != run.get(key)]
+        if diff:
+            raise ValueError(f"{run_path.parent} holds a run with other {diff} ({ {k: old.get(k) for k in diff} }); "
+                             "give another --out to start a new run")
+    run_path.parent.mkdir(parents=True, exist_ok=True)
+    run_path.write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
+
+
+def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[Mapping[str, Any]]],
+                   k: Mapping[str, int], args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+    """Generate (or resume) one model's completions for every benchmark; return all its records.
+
+    Raises:
+        ValueError: settings clash with the folder's earlier run, or a bad backend/sampling value.
+    """
+    from cpmobius.eval_generation import SamplingSettings, make_generator
+
+    sampling = SamplingSettings(args.temperature, args.top_p, args.repetition_penalty, args.max_new_tokens,
+                                args.greedy, args.seed)
+    run = {"model": model, "label": label, "sampling": sampling.as_dict(), "system_prompt": args.system_prompt,
+           "source": args.source, "limit": args.limit, "k": dict(k), "paper_model": args.paper_model}
+    _check_run(out / "run.json", run)
+    expected = {b: {str(r["id"]): k[b] for r in rows} for b, rows in rows_by_bench.items()}
+    path = out / "completions.jsonl"
+    done = _load_existing(path, expected)
+    generator = None
+    for bench, rows in rows_by_bench.items():
+        if bench in done:
+            print(f"[evaluate] {label} {bench}: {len(done[bench])} responses already there, skipped", file=sys.stderr)
+            continue
+        if generator is None:
+            generator = make_generator(model, sampling, args.backend, device=args.device, dtype=args.dtype,
+                                       batch_size=args.batch_size, tensor_parallel_size=args.tensor_parallel_size,
+                                       gpu_memory_utilization=args.gpu_memory_utilization,
+                                       max_model_len=args.max_model_len)
+            run["backend"] = generator.backend
+            (out / "run.json").write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
+        start = time.perf_counter()
+        prompts = [render_prompt(generator.tokenizer, r["problem"], args.system_prompt) for r in rows]
+        outputs = generator.generate(prompts, k[bench], STOP_STRINGS.get(bench, ()), desc=f"{label} {bench}")
+        records = [{"benchmark": bench, "problem_id": str(row["id"]), "sample": j, "response": c.text,
+                    "finish_reason": c.finish_reason, "response_tokens": c.response_tokens, "model": label,
+                    **({"prompt": prompt} if j == 0 else {})}
+                   for row, prompt, completions in zip(rows, prompts, outputs) for j, c in enumerate(completions)]
+        _append(path, records)
+        done[bench] = records
+        print(f"[evaluate] {label} {bench}: {len(records)} responses in {time.perf_counter() - start:.1f} s",
+              file=sys.stderr)
+    return [r for bench in rows_by_bench for r in done[bench]]
+
+
+def paper_rows_for(paper_model: Optional[str], model_path: str) -> dict[str, dict[str, float]]:
+    """The published rows to show beside a model: `--paper-model` (a key, "auto" or "none")."""
+    key = paper_model_for(model_path) if paper_model in (None, "auto") else paper_model
+    if key in (None, "none"):
+        return {}
+    if key not in PAPER_RESULTS:
+        raise ValueError(f"--paper-model {key!r}: expected auto, none or one of {sorted(PAPER_RESULTS)}")
+    return PAPER_RESULTS[key]
+
+
+def _load_rows(benchmarks: Sequence[str], args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    files = {}
+    for value in args.data_file:
+        name, sep, path = value.partition("=")
+        if not sep or name not in BENCHMARKS:
+            raise ValueError(f"--data-file {value!r}: expected BENCHMARK=PATH with BENCHMARK in {BENCHMARKS}")
+        files[name] = path
+    rows = {}
+    for b in benchmarks:
+        rows[b] = load_benchmark(b, args.data_dir, source=args.source, path=files.get(b))
+        if args.limit is not None:
+            rows[b] = rows[b][: args.limit]
+    return rows
+
+
+def combined_table(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[str, Mapping[str, float]]) -> str:
+    """Every model's avg@k side by side (one row each), after the published rows of their base models."""
+    tables = [markdown_table(result["summary"], label=label, paper_rows=paper if i == 0 else None,
+                             metrics=("avg@k",)).split("\n\n")[0].splitlines()
+              for i, (label, result) in enumerate(per_model.items())]
+    lines = tables[0] + [line for t in tables[1:] for line in t[2:]]
+    return "\n".join(lines) + "\n\nCells: avg@k in percent, [95% bootstrap CI over problems].\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m cpmobius.evaluate", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--model", nargs="+", help="model folder(s) or hub id(s) to generate with")
+    mode.add_argument("--completions", nargs="+", help="score-only: completions JSONL file(s)")
+    p.add_argument("--label", nargs="+", help="one output label per --model (default: from the path)")
+    p.add_argument("--benchmarks", nargs="+", default=list(AVG_BENCHMARKS), choices=BENCHMARKS)
+    p.add_argument("--k", nargs="+", default=[], help="responses per problem: K or BENCHMARK=K (default: released k)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N problems of each benchmark")
+    p.add_argument("--greedy", action="store_true", help="greedy decoding (k defaults to 1)")
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--top-p", type=float, default=0.9)
+    p.add_argument("--repetition-penalty", type=float, default=1.05)
+    p.add_argument("--max-new-tokens", type=int, default=4096)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--system-prompt", default=None, help="explicit system turn (default: the chat template's)")
+    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf"))
+    p.add_argument("--device", default="auto", help="HF backend: cpu, cuda or auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--batch-size", type=int, default=16, help="HF backend: sequences per generate call")
+    p.add_argument("--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--source", default="local", choices=("local", "hub"))
+    p.add_argument("--data-dir", default=None, help="folder of <name>/<name>.jsonl|parquet (default ../shared/data/eval)")
+    p.add_argument("--data-file", nargs="+", default=[], help="BENCHMARK=PATH (JSONL or parquet), overrides --data-dir")
+    p.add_argument("--answer-key", default="corrected", choices=ANSWER_KEYS)
+    p.add_argument("--grader", default="cpmobius", choices=GRADERS)
+    p.add_argument("--no-grader-report", action="store_true", help="skip grading with the other grader")
+    p.add_argument("--paper-model", default="auto", help="published rows to show: auto, none or a configs/model name")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs")
+    p.add_argument("--out", default=None, help=f"output folder (default {DEFAULT_OUT}; score-only: the file's folder)")
+    return p
+
+
+def _score_only(args: argparse.Namespace) -> str:
+    records = [r for path in args.completions for r in read_completions(path)]
+    benches = list(dict.fromkeys(r["benchmark"] for r in records))
+    run_path = Path(args.completions[0]).resolve().parent / "run.json"
+    model = json.loads(run_path.read_text()).get("model", "") if run_path.exists() else ""
+    result = score_run(records, _load_rows(benches, args), args.answer_key, args.grader,
+                       not args.no_grader_report, args.bootstrap)
+    result["completions"] = [str(p) for p in args.completions]
+    out = Path(args.out) if args.out else Path(args.completions[0]).resolve().parent
+    return write_results(result, out, paper_rows=paper_rows_for(args.paper_model, model))
+
+
+def _generate(args: argparse.Namespace) -> str:
+    labels = args.label or [model_label(m) for m in args.model]
+    if len(labels) != len(args.model) or len(set(labels)) != len(labels):
+        raise ValueError(f"--label: need {len(args.model)} distinct labels, got {labels}")
+    rows = _load_rows(args.benchmarks, args)
+    k = parse_k(args.k, args.benchmarks, args.greedy)
+    out = Path(args.out or DEFAULT_OUT)
+    per_model, paper = {}, {}
+    for model, label in zip(args.model, labels):
+        records = generate_model(model, label, rows, k, args, out / label)
+        result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap)
+        rows_paper = paper_rows_for(args.paper_model, model)
+        paper.update(rows_paper)
+        print(write_results(result, out / label, label=label, paper_rows=rows_paper), end="")
+        per_model[label] = result
+    summary = {label: {"summary": r["summary"], "answer_key": r["answer_key"], "grader": r["grader"]}
+               for label, r in per_model.items()}
+    (out / "results.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    table = combined_table(per_model, paper)
+    (out / "results.md").write_text(table)
+    return table
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """CLI entry point; returns the exit status (2 on bad input, with a one-line message, no traceback)."""
+    args = build_parser().parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        print("error: --limit must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        print(_score_only(args) if args.completions else _generate(args), end="")
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
