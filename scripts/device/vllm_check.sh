@@ -8,7 +8,8 @@
 #   call N-1:        carry [.whl]               bash scripts/device/vllm_check.sh --install-only
 #   call N:          carry [.vllm_parts/<last>, .vllm_parts/SHA256SUM, .vllm_parts/install_vllm.sh]
 #                                               bash scripts/device/vllm_check.sh
-# TESTS (default: the vLLM test, then the warm-up test) and PER_TEST_S (default 400) may be set.
+# TESTS (default: the vLLM tests, then the GPU warm-up and evaluation tests; pytest node ids allowed)
+# and PER_TEST_S (default 400) may be set; a call may run for at most 10 minutes, so split them.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 OUT=${OUT:-/tmp/cpmobius_gpu_out}; mkdir -p "$OUT"
@@ -30,8 +31,8 @@ python3 -c "import vllm, verl, ray, torch; print('vllm', vllm.__version__, 'verl
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$OUT/gpu_mem.csv" 2>/dev/null &
 sampler=$!
 status=0
-for test in ${TESTS:-tests/test_vllm_gpu.py tests/test_warmup_gpu.py}; do
-  name=$(basename "$test" .py)
+for test in ${TESTS:-tests/test_vllm_gpu.py tests/test_warmup_gpu.py tests/test_evaluation_gpu.py}; do
+  name=$(echo "${test#tests/}" | sed 's/\.py//; s/[^A-Za-z0-9_.-]/_/g')
   start=$(date +%s)
   timeout "${PER_TEST_S:-400}" python3 -m pytest -x -s -q -p no:cacheprovider "$test" > "$OUT/$name.log" 2>&1
   rc=$?; [ $rc -ne 0 ] && status=1
