@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The GPU checks of the scale path, in the last call of a burst on a lent GPU machine (no network).
 #
-# Earlier calls of the burst carry vLLM in parts (../shared/tools/VLLM_ON_DEVICE.md) and the verl/ray
-# wheel bundle `.whl` (../shared/tools/DEVICE_BUNDLE.md); this script installs what it finds, runs
-# the GPU tests and prints their tables, a peak-memory line and a summary. Logs go to $OUT.
+# Earlier calls of the burst carry vLLM in parts (../shared/tools/VLLM_ON_DEVICE.md), the verl/ray
+# wheel bundle `.whl` (../shared/tools/DEVICE_BUNDLE.md) and the few wheels vLLM's server needs beyond
+# the parts (`.vllm_extras`, scripts/device/make_vllm_extras.sh); this script installs what it finds,
+# runs the GPU tests and prints their tables, a peak-memory line and a summary. Logs go to $OUT.
 #   call k (k < N):  carry [.vllm_parts/partNN]  mkdir -p /root/vllm_parts && mv .vllm_parts/partNN /root/vllm_parts/
-#   call N-1:        carry [.whl]               bash scripts/device/vllm_check.sh --install-only
+#   call N-1:        carry [.whl, .vllm_extras]  bash scripts/device/vllm_check.sh --install-only
 #   call N:          carry [.vllm_parts/<last>, .vllm_parts/SHA256SUM, .vllm_parts/install_vllm.sh]
 #                                               bash scripts/device/vllm_check.sh
+# Start each call as soon as the previous one returns: an idle machine goes back after 30 s.
 # TESTS (default: the vLLM tests, then the GPU warm-up and evaluation tests; pytest node ids allowed)
 # and PER_TEST_S (default 400) may be set; a call may run for at most 10 minutes, so split them.
 set -uo pipefail
@@ -19,11 +21,17 @@ if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
     || { echo "wheel bundle install failed"; exit 3; }
   echo "verl/ray bundle installed into /tmp/site"
 fi
+if [ -d .vllm_extras ] && ls .vllm_extras/*.whl >/dev/null 2>&1; then
+  mkdir -p /tmp/vllm_extras && cp .vllm_extras/*.whl /tmp/vllm_extras/ && echo "vLLM server extras staged"
+fi
 [ "${1:-}" = "--install-only" ] && exit 0
 [ -d /tmp/site/verl ] || { echo "no verl in /tmp/site: carry .whl in an earlier call of this burst"; exit 3; }
 export PYTHONPATH=/tmp/site:$PWD
 if [ ! -f /tmp/vsite.env ]; then
   bash .vllm_parts/install_vllm.sh || { echo "vLLM install failed"; exit 4; }
+  if ls /tmp/vllm_extras/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/vsite /tmp/vllm_extras/*.whl || exit 4
+  fi
 fi
 source /tmp/vsite.env
 python3 -c "import vllm, verl, ray, torch; print('vllm', vllm.__version__, 'verl', verl.__version__, 'ray', ray.__version__, 'torch', torch.__version__)" || exit 4
