@@ -399,7 +399,9 @@ class Policy:
         td = self._to_worker_input(
             padded,
             calculate_entropy=calculate_entropy,
-            global_batch_size=rows,
+            # CPMöbius: verl divides seq-mean losses by global_batch_size (token-mean by the masked token
+            # count); the loss-free padding rows must not count as sequences.
+            global_batch_size=len(batch),
             mini_batch_size=rows,
             epochs=int(actor.ppo_epochs),
             seed=int(actor.data_loader_seed),

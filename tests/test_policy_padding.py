@@ -1,0 +1,58 @@
+"""`Policy.update` pads odd batches with loss-free rows; the padding must not dilute any loss mode."""
+
+from __future__ import annotations
+
+import torch
+from omegaconf import OmegaConf
+
+from cpmobius.policy import Policy
+
+
+class RecordingWorkers:
+    """Stands in for the verl worker group: records what `update_actor` receives."""
+
+    world_size = 1
+
+    def __init__(self) -> None:
+        self.received = None
+
+    def update_actor(self, td):
+        self.received = td
+        return {"metrics": {"pg_loss": [0.5]}}
+
+
+def make_batch(rows: int, prompt: int = 3, response: int = 4):
+    from verl import DataProto
+
+    ids = torch.randint(5, 50, (rows, prompt + response))
+    mask = torch.ones(rows, prompt + response, dtype=torch.long)
+    return DataProto.from_dict(tensors={
+        "input_ids": ids, "attention_mask": mask, "position_ids": torch.arange(prompt + response).repeat(rows, 1),
+        "prompts": ids[:, :prompt], "responses": ids[:, prompt:], "response_mask": torch.ones(rows, response),
+        "old_log_probs": torch.zeros(rows, response), "advantages": torch.ones(rows, response),
+    }, meta_info={"temperature": 1.0})
+
+
+def test_padding_rows_carry_no_loss_and_do_not_count_as_sequences(monkeypatch):
+    from verl.utils import tensordict_utils as tu
+
+    config = OmegaConf.create({"actor_rollout_ref": {
+        "actor": {"ppo_micro_batch_size_per_gpu": 4, "use_kl_loss": False, "calculate_entropy": False,
+                  "entropy_coeff": 0.0, "ppo_epochs": 1, "data_loader_seed": 0},
+        "rollout": {"log_prob_micro_batch_size_per_gpu": 4, "temperature": 1.0},
+        "ref": {"log_prob_micro_batch_size_per_gpu": 4},
+    }})
+    policy = Policy.__new__(Policy)
+    policy.name, policy.config, policy.global_steps = "coach", config, 0
+    policy.worker_group = RecordingWorkers()
+    monkeypatch.setattr(Policy, "_release_engine", lambda self: None)
+    monkeypatch.setattr(tu, "get", lambda output, key: {"pg_loss": [0.5]} if key == "metrics" else output[key])
+    metrics = policy.update(make_batch(3))
+    td = policy.worker_group.received
+    assert metrics["actor/pg_loss"] == 0.5 and policy.global_steps == 1
+    assert td["global_batch_size"] == 3  # the real sequences: seq-mean losses divide by this
+    assert td["mini_batch_size"] == 4  # all four rows (one padding row) go through one optimizer step
+    assert td.batch_size[0] == 4
+    loss_mask = td["loss_mask"] if "loss_mask" in td.keys() else td["response_mask"]
+    per_row = [float(row.sum()) for row in loss_mask.unbind(0)]
+    assert per_row[:3] == [4.0, 4.0, 4.0] and per_row[3] == 0.0
