@@ -24,8 +24,9 @@ Outputs under `--out` (default `outputs/eval`):
     results.md, results.json         every model of the run side by side (avg@k)
 
 Resume: a benchmark whose responses are all in `completions.jsonl` (every problem, k each) is skipped
-on rerun; a benchmark cut short by a crash is dropped from the file and generated again. Rerunning
-with other sampling settings or another model in the same folder is refused (use another `--out`).
+on rerun; a benchmark cut short by a crash (or written with another k) is dropped from the file and
+generated again; benchmarks not asked for this time stay in the file untouched. Rerunning with other
+sampling settings or another model in a folder that holds responses is refused (use another `--out`).
 
 Departures from the released evaluation (`# CPMöbius:`): one aggregation step (Avg, OOD Avg, CIs);
 `answer_key=corrected` by default (the released Minerva key holds the previous sub-problem's answer
@@ -55,57 +56,74 @@ def parse_k(values: Sequence[str], benchmarks: Sequence[str], greedy: bool) -> d
     """Responses per problem for each benchmark: the released k, 1 when greedy, then `--k` overrides.
 
     Args:
-        values: `["4"]` (every benchmark) and/or `["aime24=8", ...]`.
+        values: `["4"]` (every benchmark) and/or `["aime24=8", ...]` (these win over a plain K).
 
     Raises:
         ValueError: a malformed value, a k < 1, or an unknown benchmark.
     """
     k = {b: 1 if greedy else DEFAULT_K[b] for b in benchmarks}
+    parsed = []
     for value in values:
         name, _, number = value.rpartition("=")
         if not number.isdigit() or int(number) < 1:
             raise ValueError(f"--k {value!r}: expected K or BENCHMARK=K with an integer K >= 1")
         if name and name not in k:
             raise ValueError(f"--k {value!r}: {name!r} is not among the benchmarks {list(benchmarks)}")
+        parsed.append((name, int(number)))
+    # A plain K sets every benchmark; BENCHMARK=K overrides it whatever the order on the command line.
+    for name, number in sorted(parsed, key=lambda item: bool(item[0])):
         for b in [name] if name else k:
-            k[b] = int(number)
+            k[b] = number
     return k
 
 
 def model_label(path: str) -> str:
     """A folder-safe label of a model path (its last part, or the last two for a generic last part)."""
-    parts = [p for p in str(path).rstrip("/").split("/") if p]
+    local = Path(path)
+    # A local folder by its real name ("." or "ckpt/.." would name the output root or its parent).
+    parts = [p for p in (local.resolve().parts if local.exists() else str(path).split("/")) if p not in ("", "/", ".", "..")]
+    if not parts:
+        raise ValueError(f"cannot derive an output label from the model path {path!r}; give --label")
     generic = {"huggingface", "actor", "player", "hf", "model", "checkpoint"}
     name = "__".join(parts[-2:]) if len(parts) > 1 and parts[-1].lower() in generic else parts[-1]
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
 def _load_existing(path: Path, expected: Mapping[str, Mapping[str, int]]) -> dict[str, list[dict[str, Any]]]:
-    """Complete benchmarks already in `path`; rewrites the file without incomplete ones (a crash mid-append)."""
+    """Complete benchmarks already in `path`; rewrites the file without incomplete ones (a crash mid-append).
+
+    Benchmarks of `expected` whose counts differ (cut short, other k or problems) are dropped; those
+    not in `expected` (not asked for by this run) are kept untouched.
+    """
     if not path.exists():
         return {}
     by_bench: dict[str, list[dict[str, Any]]] = {}
-    lines = path.read_text(encoding="utf-8").splitlines()
+    # Split on "\n" only: json.dumps(ensure_ascii=False) leaves U+2028/U+0085 raw inside strings, where
+    # `str.splitlines` would cut a record in two.
+    lines = [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
     for line in lines:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut by a crash
-        by_bench.setdefault(rec.get("benchmark"), []).append(rec)
-    complete = {}
+        if isinstance(rec, dict):
+            by_bench.setdefault(rec.get("benchmark"), []).append(rec)
+    complete, kept = {}, {}
     for bench, recs in by_bench.items():
+        if bench not in expected:
+            kept[bench] = recs  # not asked for this time: kept as it is, never deleted
+            continue
         counts: dict[str, int] = {}
         for rec in recs:
             counts[str(rec.get("problem_id"))] = counts.get(str(rec.get("problem_id")), 0) + 1
-        if bench in expected and counts == dict(expected[bench]):
-            complete[bench] = recs
+        if counts == dict(expected[bench]):
+            complete[bench] = kept[bench] = recs
         else:
             print(f"[evaluate] {path}: dropping {len(recs)} responses of {bench!r} (incomplete or other k/problems)",
                   file=sys.stderr)
-    kept = sum(len(r) for r in complete.values())
-    if kept != len(lines):
+    if sum(len(r) for r in kept.values()) != len(lines):
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for rs in complete.values() for r in rs),
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for rs in kept.values() for r in rs),
                        encoding="utf-8")
         os.replace(tmp, path)
     return complete
@@ -121,7 +139,9 @@ def _append(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
 
 def _check_run(run_path: Path, run: Mapping[str, Any]) -> None:
     """Refuse to resume a folder holding another model's or other settings' responses."""
-    if run_path.exists():
+    completions = run_path.parent / "completions.jsonl"
+    # A run that wrote no responses (e.g. it failed to load the model) leaves nothing to protect.
+    if run_path.exists() and completions.exists() and completions.read_text(encoding="utf-8").strip():
         old = json.loads(run_path.read_text())
         keys = ("model", "sampling", "system_prompt", "source", "limit")
         diff = [key for key in keys if old.get(key) != run.get(key)]
@@ -200,6 +220,17 @@ def _load_rows(benchmarks: Sequence[str], args: argparse.Namespace) -> dict[str,
     return rows
 
 
+def merge_paper_rows(per_model: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
+    """The published rows of several models for one table; a row name that two models' base
+    models share with different numbers (e.g. "CPMöbius") is qualified by the model's label."""
+    merged: dict[str, dict[str, float]] = {}
+    for label, rows in per_model.items():
+        for name, row in rows.items():
+            clash = any(name in other and other[name] != row for other in per_model.values())
+            merged[f"{name} (beside {label})" if clash else name] = dict(row)
+    return merged
+
+
 def combined_table(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[str, Mapping[str, float]]) -> str:
     """Every model's avg@k side by side (one row each), after the published rows of their base models."""
     tables = [markdown_table(result["summary"], label=label, paper_rows=paper if i == 0 else None,
@@ -246,7 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _score_only(args: argparse.Namespace) -> str:
+    paths = [Path(p).resolve() for p in args.completions]
+    if len(set(paths)) != len(paths):
+        raise ValueError(f"--completions names a file twice ({args.completions}): its responses would count twice")
     records = [r for path in args.completions for r in read_completions(path)]
+    models = sorted({str(r["model"]) for r in records if r.get("model") is not None})
+    if len(models) > 1:
+        raise ValueError(f"the completions hold responses of several models {models}: score each model's file alone")
     benches = list(dict.fromkeys(r["benchmark"] for r in records))
     run_path = Path(args.completions[0]).resolve().parent / "run.json"
     model = json.loads(run_path.read_text()).get("model", "") if run_path.exists() else ""
@@ -264,14 +301,15 @@ def _generate(args: argparse.Namespace) -> str:
     rows = _load_rows(args.benchmarks, args)
     k = parse_k(args.k, args.benchmarks, args.greedy)
     out = Path(args.out or DEFAULT_OUT)
-    per_model, paper = {}, {}
+    per_model, paper_by_model = {}, {}
     for model, label in zip(args.model, labels):
         records = generate_model(model, label, rows, k, args, out / label)
         result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap)
         rows_paper = paper_rows_for(args.paper_model, model)
-        paper.update(rows_paper)
+        paper_by_model[label] = rows_paper
         print(write_results(result, out / label, label=label, paper_rows=rows_paper), end="")
         per_model[label] = result
+    paper = merge_paper_rows(paper_by_model)
     summary = {label: {"summary": r["summary"], "answer_key": r["answer_key"], "grader": r["grader"]}
                for label, r in per_model.items()}
     (out / "results.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
@@ -286,9 +324,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.limit is not None and args.limit < 1:
         print("error: --limit must be >= 1", file=sys.stderr)
         return 2
+    if args.bootstrap < 1:
+        print("error: --bootstrap must be >= 1", file=sys.stderr)
+        return 2
     try:
         print(_score_only(args) if args.completions else _generate(args), end="")
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError) as error:  # OSError: a missing/unreadable file or folder, a bad model path
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

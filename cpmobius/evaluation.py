@@ -12,8 +12,12 @@ which c are correct):
   Language Models Trained on Code", eq. 1). Here k is the number of responses actually present
   (the smallest n over the benchmark's problems), so with a uniform n it is "any correct".
 * maj@k: the majority vote of the problem's n responses (`majority_vote`, equivalence clusters)
-  is correct iff its pseudo-label, graded against the gold with `grade_batch`, is correct; a tie
-  or no label (nothing answered) is wrong.
+  is correct iff its pseudo-label (one of the responses' extracted answers) was graded correct for
+  those responses; a tie or no label (nothing answered) is wrong. "No answer" never votes, with
+  either grader (the released grader's empty extraction included), so maj@k <= pass@k.
+* A response stopped by the token limit (`finish_reason` "length") while its final answer was
+  still being written (`answer_cut_off`: `... \boxed 1` could have become `\boxed 12`) has no
+  answer with grader=cpmobius; an unterminated `\boxed{...` has none anyway (BR-13).
 * A response (or pseudo-label) is correct if it matches the gold `answer` or any `alt_answers`.
 * 95% confidence intervals: percentile bootstrap over problems (1000 resamples, seed 0).
 * Avg: the unweighted mean of the per-benchmark numbers of the six paper benchmarks (AIME24,
@@ -54,7 +58,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval_data import BENCHMARKS, default_data_dir, gold_answers, load_benchmark  # noqa: F401
-from cpmobius.grading import grade_batch, majority_vote
+from cpmobius.grading import extract_answer, grade_batch, majority_vote
 from cpmobius.jsonl import JSONLineError, json_objects
 
 # BENCHMARKS, default_data_dir, gold_answers, load_benchmark: re-exported from eval_data for old imports.
@@ -119,6 +123,8 @@ def score_completions(records: Sequence[Mapping[str, Any]],
     Raises:
         ValueError: a record names a benchmark or problem id missing from `golds`.
     """
+    if grader not in GRADERS:
+        raise ValueError(f"unknown grader {grader!r}; expected one of {GRADERS}")
     grouped: dict[str, dict[str, list[Optional[str]]]] = {}
     for i, rec in enumerate(records):
         bench, pid = rec["benchmark"], str(rec["problem_id"])
@@ -126,7 +132,10 @@ def score_completions(records: Sequence[Mapping[str, Any]],
             raise ValueError(f"record {i}: no gold answers for benchmark {bench!r}")
         if pid not in golds[bench]:
             raise ValueError(f"record {i}: benchmark {bench!r} has no problem {pid!r}")
-        grouped.setdefault(bench, {}).setdefault(pid, []).append(rec["response"])
+        response = rec["response"]
+        if grader == "cpmobius" and rec.get("finish_reason") == "length" and answer_cut_off(response):
+            response = None  # CPMöbius: the final answer was still being written at the token limit
+        grouped.setdefault(bench, {}).setdefault(pid, []).append(response)
 
     # One grading batch: every (accepted answer, response) pair.
     pair_golds, pair_resps, where = [], [], []
@@ -137,8 +146,6 @@ def score_completions(records: Sequence[Mapping[str, Any]],
                     pair_golds.append(gold)
                     pair_resps.append(resp)
                     where.append((bench, pid, j, g))
-    if grader not in GRADERS:
-        raise ValueError(f"unknown grader {grader!r}; expected one of {GRADERS}")
     results = grade_batch(pair_golds, pair_resps, mode=grader).results
     out: dict[str, dict[str, ProblemScores]] = {
         bench: {pid: ProblemScores(pid, list(golds[bench][pid]), [False] * len(resps), [None] * len(resps))
@@ -148,21 +155,33 @@ def score_completions(records: Sequence[Mapping[str, Any]],
         ps = out[bench][pid]
         ps.correct[j] = ps.correct[j] or res.correct
         if g == 0:
-            ps.extracted[j] = res.extracted
+            # "No answer" never votes: the released grader reports it as "" (status no_answer or not).
+            ps.extracted[j] = res.extracted if res.extracted and res.status != "no_answer" else None
 
-    # maj@k: vote on the extracted answers, then grade the pseudo-label like a response.
-    label_golds, label_resps, label_where = [], [], []
-    for bench, problems in out.items():
-        for pid, ps in problems.items():
-            ps.maj_label = majority_vote(answers=ps.extracted, mode=grader).pseudo_label
-            if ps.maj_label is not None:
-                for gold in ps.golds:
-                    label_golds.append(gold)
-                    label_resps.append("\\boxed{" + ps.maj_label + "}")
-                    label_where.append(ps)
-    for ps, res in zip(label_where, grade_batch(label_golds, label_resps, mode=grader).results):
-        ps.maj_correct = ps.maj_correct or res.correct
+    # maj@k: vote on the extracted answers. The pseudo-label is one of the responses' own extracted
+    # answers, so its verdict is theirs (re-grading it as a new `\boxed{label}` response would run the
+    # released grader's heuristics a second time on an already extracted answer).
+    for problems in out.values():
+        for ps in problems.values():
+            # Unanswered responses are left out of the vote (the released vote would let a "None" majority
+            # void the label; maj@k counts answers only, with either grader).
+            answered = [a for a in ps.extracted if a is not None]
+            ps.maj_label = majority_vote(answers=answered, mode=grader).pseudo_label
+            ps.maj_correct = ps.maj_label is not None and any(
+                ok for ans, ok in zip(ps.extracted, ps.correct) if ans == ps.maj_label)
     return {bench: list(problems.values()) for bench, problems in out.items()}
+
+
+def answer_cut_off(response: Optional[str]) -> bool:
+    r"""Whether a response stopped by the token limit ends while its final answer is still being written.
+
+    The final answer of such a response is a guess at a prefix: `... \boxed 1` may have been going
+    to be `\boxed 12`. Detected as "the extracted answer changes if the text went on" (one more digit
+    appended). An unterminated `\boxed{...` already has no answer (the grader's rule, BR-13).
+    """
+    if not response:
+        return False
+    return extract_answer(response) != extract_answer(response + "0")
 
 
 def avg_at_k(correct: Sequence[bool]) -> float:
@@ -224,13 +243,17 @@ def _bootstrap(strata: Sequence[Sequence[float]], n_boot: int, seed: int) -> tup
 
     if any(len(s) == 0 for s in strata) or not strata:
         raise ValueError("bootstrap over an empty set of problems")
+    if n_boot < 1:
+        raise ValueError(f"bootstrap needs at least one resample (got n_boot={n_boot})")
     rng = random.Random(seed)
-    stats = []
-    for _ in range(n_boot):
-        means = [sum(rng.choices(s, k=len(s))) / len(s) for s in strata]
-        stats.append(sum(means) / len(means))
-    stats.sort()
+    stats = sorted(_macro_mean([rng.choices(s, k=len(s)) for s in strata]) for _ in range(n_boot))
     return _percentile(stats, 0.025), _percentile(stats, 0.975)
+
+
+def _macro_mean(strata: Sequence[Sequence[float]]) -> float:
+    """Mean of per-stratum means: the point estimate, computed exactly as each bootstrap statistic is
+    (so a degenerate sample, every score equal, gives an interval that is that very number)."""
+    return sum(sum(s) / len(s) for s in strata) / len(strata)
 
 
 def bootstrap_ci(per_problem_scores: Sequence[float], n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:
@@ -285,7 +308,7 @@ def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int 
         entry: dict[str, Any] = {"n_problems": len(problems), "k": k, "k_protocol": DEFAULT_K.get(bench),
                                  "n_responses": sum(ns)}
         for metric, values in scores[bench].items():
-            entry[metric] = 100.0 * sum(values) / len(values)
+            entry[metric] = 100.0 * _macro_mean([values])
             lo, hi = bootstrap_ci(values, n_boot, seed)
             entry[metric + "_ci"] = [100.0 * lo, 100.0 * hi]
         summary[bench] = entry
@@ -294,7 +317,8 @@ def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int 
         complete = all(b in summary for b in members)
         for metric in METRICS:
             if complete:
-                entry[metric] = sum(summary[b][metric] for b in members) / len(members)
+                # From the per-benchmark numbers (their unscaled means), as the bootstrap computes them.
+                entry[metric] = 100.0 * _macro_mean([scores[b][metric] for b in members])
                 lo, hi = _bootstrap([scores[b][metric] for b in members], n_boot, seed)
                 entry[metric + "_ci"] = [100.0 * lo, 100.0 * hi]
             else:
@@ -307,27 +331,41 @@ def read_completions(path: str | Path) -> list[dict[str, Any]]:
     """Read and validate a completions JSONL file.
 
     Raises:
-        ValueError: a line that is not a JSON object with `benchmark` (a known name),
-            `problem_id` (str or int) and `response` (str or null); the message names file:line.
+        ValueError: a file that is not UTF-8, a line that is not a JSON object with `benchmark`
+            (a known name), `problem_id` (str or int) and `response` (str or null), or a repeated
+            (benchmark, problem_id, sample) when records carry `sample`; the message names file:line.
+        OSError: the file cannot be read.
     """
     records = []
-    with open(path, encoding="utf-8") as f:
-        try:
-            lines = list(json_objects(f))
-        except JSONLineError as error:
-            raise ValueError(f"{path}:{error.line_no}: {error.reason}") from None
-        for line_no, rec in lines:
-            where = f"{path}:{line_no}"
-            missing = [key for key in ("benchmark", "problem_id", "response") if key not in rec]
-            if missing:
-                raise ValueError(f"{where}: missing field(s) {missing}")
-            if rec["benchmark"] not in BENCHMARKS:
-                raise ValueError(f"{where}: unknown benchmark {rec['benchmark']!r}; expected one of {BENCHMARKS}")
-            if not isinstance(rec["problem_id"], (str, int)) or isinstance(rec["problem_id"], bool):
-                raise ValueError(f"{where}: problem_id must be a string or an integer")
-            if rec["response"] is not None and not isinstance(rec["response"], str):
-                raise ValueError(f"{where}: response must be a string or null")
-            records.append(rec)
+    seen: dict[tuple, int] = {}
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line_no = raw.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path}:{line_no}: not UTF-8 text (byte {raw[error.start]:#04x})") from None
+    try:
+        # Split on "\n" only: `str.splitlines` also splits inside JSON strings at U+2028, U+0085, ...
+        lines = list(json_objects(text.split("\n")))
+    except JSONLineError as error:
+        raise ValueError(f"{path}:{error.line_no}: {error.reason}") from None
+    for line_no, rec in lines:
+        where = f"{path}:{line_no}"
+        missing = [key for key in ("benchmark", "problem_id", "response") if key not in rec]
+        if missing:
+            raise ValueError(f"{where}: missing field(s) {missing}")
+        if rec["benchmark"] not in BENCHMARKS:
+            raise ValueError(f"{where}: unknown benchmark {rec['benchmark']!r}; expected one of {BENCHMARKS}")
+        if not isinstance(rec["problem_id"], (str, int)) or isinstance(rec["problem_id"], bool):
+            raise ValueError(f"{where}: problem_id must be a string or an integer")
+        if rec["response"] is not None and not isinstance(rec["response"], str):
+            raise ValueError(f"{where}: response must be a string or null")
+        if "sample" in rec:
+            key = (rec["benchmark"], str(rec["problem_id"]), rec["sample"], rec.get("model"))
+            if key in seen:
+                raise ValueError(f"{where}: duplicate of line {seen[key]} (same benchmark, problem_id, sample)")
+            seen[key] = line_no
+        records.append(rec)
     if not records:
         raise ValueError(f"{path}: no completions")
     return records

@@ -1,0 +1,281 @@
+"""Regressions of the evaluation harness: inputs that broke `python -m cpmobius.evaluate`, fixed since.
+
+Generation is replaced by a fake generator (`make_generator` patched), so the resume logic runs on CPU
+in milliseconds; scoring uses the project's grader.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from cpmobius.eval_report import PAPER_RESULTS
+from cpmobius import evaluate
+from cpmobius.evaluate import main, model_label, parse_k
+from cpmobius.evaluation import ProblemScores, score_completions, summarise
+
+BENCHES = ("aime24", "aime25", "amc", "math500", "minerva_math", "olympiadbench")
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def fixture_data(root: Path, golds: dict[str, list[str]]) -> Path:
+    for bench, answers in golds.items():
+        write_jsonl(root / bench / f"{bench}.jsonl",
+                    [{"id": f"{bench}-{i}", "problem": f"Problem {i}?", "answer": a, "alt_answers": []}
+                     for i, a in enumerate(answers)])
+    return root
+
+
+def records(bench: str, pid: str, responses, **extra) -> list[dict]:
+    return [{"benchmark": bench, "problem_id": pid, "response": r, **extra} for r in responses]
+
+
+# ----------------------------------------------------------------------------- maj@k
+
+
+@pytest.mark.regression("grader=released: an unanswered response was extracted as '' and '' won the vote")
+@pytest.mark.parametrize("responses", [
+    [None, None, "\\boxed{7}"],                                                   # None → "" ×2 beat 7 ×1
+    ["the final answer is tea", "the final answer is tea", "So \\boxed{7}."],     # released extraction ""
+])
+def test_released_maj_no_answer_never_votes(responses):
+    p = score_completions(records("aime24", "p", responses), {"aime24": {"p": ["7"]}}, grader="released")["aime24"][0]
+    assert p.correct == [False, False, True]
+    # Only one response has an answer: it is the label, and it is correct (maj@3 = 1 = pass@3).
+    assert p.maj_label == "7" and p.maj_correct is True
+    assert "" not in p.extracted
+
+
+# Property (held before the fix too): maj@k never exceeds pass@k; the label's verdict is its responses' verdict.
+@pytest.mark.parametrize("grader", ["cpmobius", "released"])
+def test_maj_never_exceeds_pass(grader):
+    forms = ["\\boxed{12}", "\\boxed{the answer is 12}", "\\boxed{a=b=12}", "The answer is 12.", "\\boxed{12.0}",
+             "\\boxed{\\text{12}}", None, "\\boxed{13}"]
+    golds = {"aime24": {}}
+    recs = []
+    for i, combo in enumerate(itertools.combinations(forms, 3)):
+        golds["aime24"][f"p{i}"] = ["12"]
+        recs += records("aime24", f"p{i}", combo)
+    for p in score_completions(recs, golds, grader=grader)["aime24"]:
+        assert not p.maj_correct or any(p.correct), (p.problem_id, p.extracted, p.maj_label)
+        if p.maj_label is not None:
+            assert p.maj_correct == any(ok for a, ok in zip(p.extracted, p.correct) if a == p.maj_label)
+
+
+# ----------------------------------------------------------------------------- truncation
+
+
+@pytest.mark.regression("a response cut at the token limit inside `\\boxed 12` counted its partial answer 1")
+@pytest.mark.parametrize("response,finish,expected", [
+    ("So the answer is \\boxed 1", "length", None),         # cut mid-answer: could have been \boxed 12
+    ("So the answer is \\boxed 1", "stop", "1"),            # ended there on purpose
+    ("So the answer is \\boxed{1}", "length", "1"),         # a closed box is complete even when cut later
+    ("\\boxed{5}. Wait, so \\boxed{1", "length", None),     # BR-13: never the earlier box
+    ("\\boxed{3} and \\boxed 1", "length", None),           # the second part of a multi-answer was cut
+])
+def test_truncated_partial_box_is_no_answer(response, finish, expected):
+    recs = [{"benchmark": "aime24", "problem_id": "p", "response": response, "finish_reason": finish}]
+    p = score_completions(recs, {"aime24": {"p": ["1"]}})["aime24"][0]
+    assert p.extracted == [expected] and p.correct == [expected == "1"]
+
+
+# ----------------------------------------------------------------------------- CIs
+
+
+def _uniform(bench_scores: dict[str, list[bool]]) -> dict:
+    # Two identical problems per benchmark: every per-problem score equal, so every CI is one point.
+    return {b: [ProblemScores(f"{b}-{i}", ["1"], list(c), ["1"] * len(c), "1", all(c)) for i in range(2)]
+            for b, c in bench_scores.items()}
+
+
+@pytest.mark.regression("Avg point estimate fell outside its own one-point CI (94.44444444444444 vs 94.44444444444446)")
+def test_degenerate_ci_equals_point_estimate():
+    for combo in itertools.product(range(4), repeat=len(BENCHES)):
+        s = summarise(_uniform({b: [j < m for j in range(3)] for b, m in zip(BENCHES, combo)}), n_boot=5)
+        for key in (*BENCHES, "Avg", "OOD Avg"):
+            for metric in ("avg@k", "pass@k", "maj@k"):
+                lo, hi = s[key][metric + "_ci"]
+                assert lo == s[key][metric] == hi, (combo, key, metric)
+
+
+@pytest.mark.regression("--bootstrap 0 crashed with IndexError in the percentile")
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_bootstrap_must_be_positive(tmp_path, capsys, value):
+    data = fixture_data(tmp_path / "data", {"aime24": ["7"]})
+    c = write_jsonl(tmp_path / "c.jsonl", records("aime24", "aime24-0", ["\\boxed{7}"]))
+    assert main(["--completions", str(c), "--data-dir", str(data), "--out", str(tmp_path / "o"),
+                 "--bootstrap", value]) == 2
+    err = capsys.readouterr().err
+    assert "--bootstrap" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+# ----------------------------------------------------------------------------- malformed completion input
+
+
+@pytest.mark.regression("a folder or non-UTF-8 file given to --completions: traceback / no file:line")
+def test_completions_path_errors_exit_2(tmp_path, capsys):
+    data = fixture_data(tmp_path / "data", {"aime24": ["7"]})
+    assert main(["--completions", str(tmp_path / "data"), "--data-dir", str(data), "--out", str(tmp_path / "o")]) == 2
+    assert "Is a directory" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    good = json.dumps({"benchmark": "aime24", "problem_id": "aime24-0", "response": "\\boxed{7}"}).encode()
+    bad.write_bytes(good + b"\n" + good[:-3] + b"\xff\xfe\"}\n")
+    assert main(["--completions", str(bad), "--data-dir", str(data), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:2" in err and "UTF-8" in err and "Traceback" not in err
+
+
+@pytest.mark.regression("the same completions given twice (or a duplicated line) doubled n silently")
+def test_duplicate_completions_rejected(tmp_path, capsys):
+    data = fixture_data(tmp_path / "data", {"aime24": ["7"]})
+    recs = [dict(r, sample=j, model="m") for j, r in enumerate(records("aime24", "aime24-0", ["\\boxed{7}", "x"]))]
+    c = write_jsonl(tmp_path / "c.jsonl", recs)
+    argv = ["--data-dir", str(data), "--out", str(tmp_path / "o")]
+    assert main(["--completions", str(c), str(tmp_path / "." / "c.jsonl")] + argv) == 2
+    assert "twice" in capsys.readouterr().err
+    dup = write_jsonl(tmp_path / "d.jsonl", recs + recs[:1])
+    assert main(["--completions", str(dup)] + argv) == 2
+    assert f"{dup}:3: duplicate of line 1" in capsys.readouterr().err
+    other = write_jsonl(tmp_path / "e.jsonl", [dict(r, model="other") for r in recs])
+    assert main(["--completions", str(c), str(other)] + argv) == 2
+    assert "several models" in capsys.readouterr().err
+    assert main(["--completions", str(c)] + argv) == 0  # the file alone is fine: k = 2
+
+
+# Guard for the scoring reader (it splits on "\n" only, as the resume reader now does).
+def test_line_separator_inside_response(tmp_path):
+    data = fixture_data(tmp_path / "data", {"aime24": ["7"]})
+    c = write_jsonl(tmp_path / "c.jsonl", records("aime24", "aime24-0", ["a\u2028b\x85 \\boxed{7}"]))
+    assert "\u2028" in c.read_text(encoding="utf-8")  # written raw by ensure_ascii=False, as the harness does
+    assert main(["--completions", str(c), "--data-dir", str(data), "--out", str(tmp_path / "o")]) == 0
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["summary"]["aime24"]["avg@k"] == 100.0
+
+
+# ----------------------------------------------------------------------------- CLI arguments, labels, tables
+
+
+@pytest.mark.regression("--k amc=3 2 let the plain K overwrite the benchmark's own K")
+def test_parse_k_specific_wins_whatever_the_order():
+    assert parse_k(["amc=3", "2"], ["aime24", "amc"], greedy=False) == {"aime24": 2, "amc": 3}
+    assert parse_k(["2", "amc=3"], ["aime24", "amc"], greedy=False) == {"aime24": 2, "amc": 3}
+
+
+@pytest.mark.regression("--model . wrote the model's results into the output root (overwritten by the combined ones)")
+def test_model_label_of_relative_paths(tmp_path, monkeypatch):
+    folder = tmp_path / "ckpt-7"
+    (folder / "sub").mkdir(parents=True)
+    monkeypatch.chdir(folder / "sub")
+    assert model_label(".") == "sub" and model_label("..") == "ckpt-7" and model_label("./") == "sub"
+    assert model_label("Qwen/Qwen2.5-Math-1.5B") == "Qwen2.5-Math-1.5B"  # a hub id, not a local folder
+    with pytest.raises(ValueError, match="--label"):
+        model_label("/")
+
+
+@pytest.mark.regression("two base models' 'CPMöbius' rows collided: the 1.5B model was shown the 7B's numbers")
+def test_combined_paper_rows_keep_each_base_model():
+    merged = evaluate.merge_paper_rows({"a": PAPER_RESULTS["qwen2p5_math_1p5b"], "b": PAPER_RESULTS["qwen2p5_math_7b_instruct"],
+                               "c": PAPER_RESULTS["qwen2p5_math_1p5b"]})
+    cpm = {name: row for name, row in merged.items() if name.startswith("CPMöbius")}
+    assert {json.dumps(r, sort_keys=True) for r in cpm.values()} == {
+        json.dumps(PAPER_RESULTS["qwen2p5_math_1p5b"]["CPMöbius"], sort_keys=True),
+        json.dumps(PAPER_RESULTS["qwen2p5_math_7b_instruct"]["CPMöbius"], sort_keys=True)}
+    assert merged["Qwen2.5-Math-1.5B"] == {"Avg": 23.3, "OOD Avg": 19.8}
+    # One base model: its rows unchanged.
+    assert evaluate.merge_paper_rows({"a": PAPER_RESULTS["qwen2p5_math_1p5b"]}) == PAPER_RESULTS["qwen2p5_math_1p5b"]
+
+
+# ----------------------------------------------------------------------------- resume (fake generator)
+
+
+class _FakeTokenizer:
+    chat_template = "fake"
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+
+
+class _FakeGenerator:
+    """Answers every prompt with `\\boxed{7}` (a U+2028 inside, as a model may write); counts calls."""
+
+    calls: list = []
+
+    def __init__(self, fail: bool = False):
+        if fail:
+            raise OSError("no model at this path")
+        self.backend, self.tokenizer = "fake", _FakeTokenizer()
+
+    def generate(self, prompts, n, stop=(), desc=""):
+        from cpmobius.eval_generation import Completion
+
+        _FakeGenerator.calls.append((desc, len(prompts), n))
+        return [[Completion(f"r{j}\u2028 so \\boxed{{7}}", 5, "stop") for j in range(n)] for _ in prompts]
+
+
+@pytest.fixture
+def fake_generation(monkeypatch):
+    import cpmobius.eval_generation as gen
+
+    _FakeGenerator.calls = []
+    monkeypatch.setattr(gen, "make_generator", lambda model, *a, **kw: _FakeGenerator(fail="missing" in str(model)))
+    return _FakeGenerator.calls
+
+
+def _gen_argv(tmp_path: Path, model: str, *benches: str, k: tuple = ("2",)) -> list[str]:
+    data = fixture_data(tmp_path / "data", {b: ["7", "8"] for b in BENCHES})
+    return ["--model", str(tmp_path / model), "--label", "m", "--benchmarks", *benches, "--k", *k,
+            "--data-dir", str(data), "--bootstrap", "10", "--out", str(tmp_path / "out")]
+
+
+@pytest.mark.regression("resume: benchmarks not asked for this time were deleted from completions.jsonl")
+def test_resume_keeps_other_benchmarks(tmp_path, fake_generation, capsys):
+    path = tmp_path / "out" / "m" / "completions.jsonl"
+    assert main(_gen_argv(tmp_path, "model", "aime24", "amc")) == 0
+    first = path.read_text(encoding="utf-8")
+    assert main(_gen_argv(tmp_path, "model", "math500")) == 0
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith(first)  # aime24 and amc kept as they were
+    benches = [json.loads(line)["benchmark"] for line in text.split("\n") if line]
+    assert benches.count("aime24") == benches.count("amc") == benches.count("math500") == 4
+    # Asking for all three again generates nothing (U+2028 in the responses does not break the lines).
+    fake_generation.clear()
+    assert main(_gen_argv(tmp_path, "model", "aime24", "amc", "math500")) == 0
+    assert fake_generation == [] and path.read_text(encoding="utf-8") == text
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.regression("resume: responses holding U+2028 were split by str.splitlines, taken for torn lines and "
+                        "their complete benchmark generated again on every rerun")
+def test_resume_torn_line_and_changed_k(tmp_path, fake_generation):
+    path = tmp_path / "out" / "m" / "completions.jsonl"
+    assert main(_gen_argv(tmp_path, "model", "aime24", "amc")) == 0
+    lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:15], encoding="utf-8")  # crash mid-write of amc
+    fake_generation.clear()
+    assert main(_gen_argv(tmp_path, "model", "aime24", "amc")) == 0
+    assert [c[0] for c in fake_generation] == ["m amc"]
+    assert path.read_text(encoding="utf-8").split("\n")[:-1] == lines
+    fake_generation.clear()
+    assert main(_gen_argv(tmp_path, "model", "aime24", "amc", k=("2", "aime24=3"))) == 0
+    assert fake_generation == [("m aime24", 2, 3)]
+    result = json.loads((tmp_path / "out" / "m" / "results.json").read_text())["summary"]
+    assert result["aime24"]["k"] == 3 and result["amc"]["k"] == 2
+
+
+@pytest.mark.regression("a run that failed to load its model locked the folder for the corrected model path")
+def test_failed_start_does_not_lock_folder(tmp_path, fake_generation, capsys):
+    assert main(_gen_argv(tmp_path, "missing-model", "aime24")) == 2
+    err = capsys.readouterr().err
+    assert "no model at this path" in err and "Traceback" not in err
+    assert main(_gen_argv(tmp_path, "model", "aime24")) == 0
+    # With responses in the folder, another model is still refused.
+    assert main(_gen_argv(tmp_path, "model-2", "aime24")) == 2
+    assert "another --out" in capsys.readouterr().err
