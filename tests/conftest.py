@@ -120,7 +120,9 @@ def take_update(policy, batch) -> dict:
     return policy.update(batch)
 
 
-def check_two_policies(policies, guard, tmp_path, atol: float = 1e-4, repeat_atol: float = 1e-6) -> dict:
+def check_two_policies(
+    policies, guard, tmp_path, atol: float = 1e-4, repeat_atol: float = 1e-6, min_change: float | None = None
+) -> dict:
     """The two-policy acceptance checks; returns per-phase timings in seconds.
 
     1. each policy generates (the guard keeps one engine awake);
@@ -128,7 +130,8 @@ def check_two_policies(policies, guard, tmp_path, atol: float = 1e-4, repeat_ato
        policy only, and matches the trainer's (the weights really synced);
     3. save → more training → load restores identical greedy outputs and log-probs.
 
-    ``atol``: served vs trained log-probs; ``repeat_atol``: the same weights served twice.
+    ``atol``: served vs trained log-probs; ``repeat_atol``: the same weights served twice;
+    ``min_change``: how far one update must move a served log-prob (default ``10 * atol``).
     """
     import time
 
@@ -136,6 +139,7 @@ def check_two_policies(policies, guard, tmp_path, atol: float = 1e-4, repeat_ato
     import torch
 
     coach, player = policies["coach"], policies["player"]
+    min_change = 10 * atol if min_change is None else min_change
     timings = {}
     prompts = [[{"role": "user", "content": "What is 12 + 30?"}], [{"role": "user", "content": "Solve 2x = 8."}]]
 
@@ -170,14 +174,14 @@ def check_two_policies(policies, guard, tmp_path, atol: float = 1e-4, repeat_ato
     player.activate()
     timings["activate_player_sync"] = time.perf_counter() - t
     served_player_1 = served_log_probs(player, prompt, response)
-    assert (served_player_1 - served_player_0).abs().max() > 10 * atol, "the update did not reach the server"
+    assert (served_player_1 - served_player_0).abs().max() > min_change, "the update did not reach the server"
     assert torch.allclose(served_player_1, trained_log_probs(player, player_batch, 0), atol=atol)
     coach.activate()
     assert torch.allclose(served_log_probs(coach, prompt, response), served_coach_0, atol=repeat_atol)
 
     take_update(coach, coach_batch)
     coach.activate()
-    assert (served_log_probs(coach, prompt, response) - served_coach_0).abs().max() > 10 * atol
+    assert (served_log_probs(coach, prompt, response) - served_coach_0).abs().max() > min_change
     assert torch.allclose(served_log_probs(player, prompt, response), served_player_1, atol=repeat_atol)
 
     # save → load restores identical outputs
