@@ -29,13 +29,16 @@ Prompts (notes/upstream_cpmobius.md §5.1): the verl suffix " Let's think step b
 final answer within \boxed{}." is stripped and the bare problem is the only user turn in the evaluated
 model's own chat template (no explicit system turn: Qwen2.5-Math's template inserts its default
 "Please reason step by step, and put your final answer within \boxed{}.").
+Generation gets the prompt as token ids from the template (`encode_prompt`), never as text to be
+tokenized again: a template that writes `bos_token` itself (Llama 3, OctoThinker) would otherwise
+get a second BOS from the engine's tokenizer.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -310,3 +313,33 @@ def render_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = N
         raise ValueError("the model's tokenizer has no chat template; the released evaluation prompts through it")
     return tokenizer.apply_chat_template(player_prompt(problem, system_prompt), tokenize=False,
                                          add_generation_prompt=True)
+
+
+@dataclass(frozen=True)
+class EncodedPrompt:
+    """One evaluation prompt: its text (for the completions file) and the token ids the engine gets."""
+
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+
+
+def encode_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = None) -> EncodedPrompt:
+    """The evaluation prompt of one problem as text and as token ids, both from the chat template.
+
+    The ids are `apply_chat_template(..., tokenize=True)`: the template's own special tokens only
+    (no `add_special_tokens` pass), so a template that starts with `bos_token` yields one BOS.
+
+    Raises:
+        ValueError: the tokenizer has no chat template, or the template gives no token ids.
+    """
+    from cpmobius.prompts import player_prompt
+
+    text = render_prompt(tokenizer, problem, system_prompt)
+    ids = tokenizer.apply_chat_template(player_prompt(problem, system_prompt), tokenize=True,
+                                        add_generation_prompt=True)
+    if isinstance(ids, Mapping):  # transformers >= 5 returns a BatchEncoding
+        ids = ids["input_ids"]
+    ids = list(ids)
+    if not ids or not all(isinstance(t, int) for t in ids):
+        raise ValueError(f"the chat template gave no token ids for a prompt (got {type(ids).__name__})")
+    return EncodedPrompt(text, ids)

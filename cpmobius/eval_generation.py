@@ -1,23 +1,31 @@
 r"""Benchmark generation for the evaluation: k sampled (or greedy) responses per prompt (stage: evaluation).
 
-Two backends with one interface, `Generator.generate(prompts, n, stop) -> list[list[Completion]]`:
+Two backends with one interface, `Generator.generate(prompt_ids, n, stop) -> list[list[Completion]]`,
+prompts given as token ids (`eval_data.encode_prompt`: the chat template's own tokens, so a template
+that writes `bos_token` gets exactly one BOS; text would be tokenized again with a second BOS):
 
 * `VLLMGenerator`: `vllm.LLM` offline generation (the released evaluation's engine, notes §5.1:
   `tensor_parallel_size=1`, `gpu_memory_utilization=0.9`, `trust_remote_code=True` by default).
 * `HFGenerator`: HF transformers `generate` on CPU or GPU, left-padded batches, a tqdm progress bar.
 
 Sampling (`SamplingSettings`) defaults to the released protocol: T=0.7, top-p 0.9, repetition penalty
-1.05, at most 4096 new tokens. `greedy=True` decodes greedily (T=0, the same for every copy).
+1.05, at most 4096 new tokens. `greedy=True` decodes greedily (T=0): one response is generated
+per prompt and copied k times (`plan_request`), since greedy decoding is deterministic; no engine
+is asked for n>1 at temperature 0.
+
+The request logic is pure and CPU-testable: `plan_request` (samples asked × copies),
+`vllm_sampling_kwargs`, `vllm_inputs`, `replicate`, `left_pad`.
 
 Departures from the released evaluation (`# CPMöbius:` in code): the released harness expands each
 problem into k parquet rows and samples n=1 per row; we ask for k samples per prompt (`n=k`), which
-draws from the same distribution. Seeds are ours (the released run set none), so reruns reproduce.
+draws from the same distribution (greedy: n=1, copied). Seeds are ours (the released run set none),
+so reruns reproduce.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Protocol, Sequence
 
 _LOG = logging.getLogger(__name__)
@@ -67,14 +75,70 @@ class Completion:
 
 
 class Generator(Protocol):
-    """k responses for each prompt text (already chat-templated)."""
+    """n responses for each prompt, given as token ids (already chat-templated)."""
 
     backend: str
     tokenizer: Any
 
-    def generate(self, prompts: Sequence[str], n: int, stop: Sequence[str] = (),
+    def generate(self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (),
                  desc: str = "") -> list[list[Completion]]:
         ...
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    """How n responses per prompt are obtained from an engine.
+
+    Attributes:
+        samples_per_prompt: responses asked of the engine per prompt (vLLM's `n`).
+        copies: each returned response is repeated this many times (samples_per_prompt × copies = n).
+    """
+
+    samples_per_prompt: int
+    copies: int
+
+
+def plan_request(n: int, greedy: bool) -> RequestPlan:
+    """n sampled responses per prompt, or (greedy) one response copied n times.
+
+    Raises:
+        ValueError: n < 1.
+    """
+    if n < 1:
+        raise ValueError(f"responses per prompt must be >= 1 (got {n})")
+    # CPMöbius: greedy decoding is deterministic: decode once, copy (no engine is asked for n>1 at T=0).
+    return RequestPlan(1, n) if greedy else RequestPlan(n, 1)
+
+
+def replicate(outputs: Sequence[Sequence[Completion]], copies: int) -> list[list[Completion]]:
+    """Each prompt's responses, each repeated `copies` times (independent `Completion` objects)."""
+    return [[replace(c) for c in group for _ in range(copies)] for group in outputs]
+
+
+def vllm_sampling_kwargs(sampling: SamplingSettings, n: int, stop: Sequence[str] = ()) -> tuple[dict[str, Any], int]:
+    """`vllm.SamplingParams` keyword arguments for n responses per prompt, and the copies to make.
+
+    Returns:
+        (kwargs, copies): greedy → n=1, temperature 0, top-p 1, copies n; sampling → n=n, copies 1.
+    """
+    plan = plan_request(n, sampling.greedy)
+    kwargs = dict(n=plan.samples_per_prompt, temperature=0.0 if sampling.greedy else sampling.temperature,
+                  top_p=1.0 if sampling.greedy else sampling.top_p, repetition_penalty=sampling.repetition_penalty,
+                  max_tokens=sampling.max_new_tokens, stop=list(stop) or None, seed=sampling.seed)
+    return kwargs, plan.copies
+
+
+def vllm_inputs(prompts: Sequence[Sequence[int]]) -> list[dict[str, list[int]]]:
+    """vLLM prompt inputs (`TokensPrompt` dicts) from token ids: vLLM adds no special tokens to these."""
+    return [{"prompt_token_ids": [int(t) for t in ids]} for ids in prompts]
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Left-padded input ids and attention masks, (batch, longest prompt) each."""
+    width = max(len(ids) for ids in prompts)
+    ids = [[pad_id] * (width - len(p)) + list(p) for p in prompts]
+    mask = [[0] * (width - len(p)) + [1] * len(p) for p in prompts]
+    return ids, mask
 
 
 def vllm_available() -> bool:
@@ -116,17 +180,15 @@ class VLLMGenerator:
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
 
-    def generate(self, prompts: Sequence[str], n: int, stop: Sequence[str] = (), desc: str = "") -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (),
+                 desc: str = "") -> list[list[Completion]]:
         from vllm import SamplingParams
 
-        s = self.sampling
-        # CPMöbius: n=k samples per prompt (released: k copies of each row, n=1 each); greedy copies are identical.
-        params = SamplingParams(n=n, temperature=0.0 if s.greedy else s.temperature, top_p=1.0 if s.greedy else s.top_p,
-                                repetition_penalty=s.repetition_penalty, max_tokens=s.max_new_tokens,
-                                stop=list(stop) or None, seed=s.seed)
-        outputs = self.llm.generate(list(prompts), params, use_tqdm=True)
-        return [[Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
-                 for o in out.outputs] for out in outputs]
+        # CPMöbius: n=k samples per prompt (released: k copies of each row, n=1 each); greedy: n=1, copied k times.
+        kwargs, copies = vllm_sampling_kwargs(self.sampling, n, stop)
+        outputs = self.llm.generate(vllm_inputs(prompts), SamplingParams(**kwargs), use_tqdm=True)
+        return replicate([[Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
+                           for o in out.outputs] for out in outputs], copies)
 
 
 @dataclass
@@ -175,12 +237,14 @@ class HFGenerator:
             ids.append(self.tokenizer.eos_token_id)
         return ids
 
-    def generate(self, prompts: Sequence[str], n: int, stop: Sequence[str] = (), desc: str = "") -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (),
+                 desc: str = "") -> list[list[Completion]]:
         import torch
         from tqdm.auto import tqdm
 
         s = self.sampling
-        jobs = [(i, p) for i, p in enumerate(prompts) for _ in range(n)]
+        plan = plan_request(n, s.greedy)  # greedy: one response per prompt, copied n times
+        jobs = [(i, p) for i, p in enumerate(prompts) for _ in range(plan.samples_per_prompt)]
         # Longest prompts first: similar lengths share a batch (less padding); results go back in order.
         order = sorted(range(len(jobs)), key=lambda j: -len(jobs[j][1]))
         results: list[list[Completion]] = [[] for _ in prompts]
@@ -190,8 +254,9 @@ class HFGenerator:
         with tqdm(total=len(jobs), desc=desc or "generate", unit="resp") as bar:
             for start in range(0, len(order), self.batch_size):
                 idx = order[start : start + self.batch_size]
-                enc = self.tokenizer([jobs[j][1] for j in idx], return_tensors="pt", padding=True,
-                                     add_special_tokens=False).to(self.device)
+                ids, mask = left_pad([jobs[j][1] for j in idx], self.tokenizer.pad_token_id)
+                enc = {"input_ids": torch.tensor(ids, device=self.device),
+                       "attention_mask": torch.tensor(mask, device=self.device)}
                 kwargs = dict(max_new_tokens=s.max_new_tokens, repetition_penalty=s.repetition_penalty,
                               eos_token_id=eos, pad_token_id=self.tokenizer.pad_token_id)
                 if s.greedy:
@@ -207,7 +272,7 @@ class HFGenerator:
                 bar.update(len(idx))
         for j, (i, _) in enumerate(jobs):
             results[i].append(done[j])
-        return results
+        return replicate(results, plan.copies)
 
     def _completion(self, ids: list[int], eos: list[int], stop: Sequence[str]) -> Completion:
         """Cut at the first EOS/pad, decode, cut at the first stop string (vLLM's output convention)."""

@@ -43,11 +43,56 @@ def paper_model_for(model_path: str) -> Optional[str]:
     return None
 
 
+PARTIAL_MARK = "*"
+"""Marks a cell computed from partial benchmarks (see the table's footnotes)."""
+
+
+def _is_partial(entry: Mapping[str, Any]) -> bool:
+    return entry.get("complete") is False or bool(entry.get("partial_benchmarks"))
+
+
 def _cell(entry: Optional[Mapping[str, Any]], metric: str) -> str:
     if not entry or entry.get(metric) is None:
         return "—"
     lo, hi = entry[metric + "_ci"]
-    return f"{entry[metric]:.1f} [{lo:.1f}, {hi:.1f}]"
+    return f"{entry[metric]:.1f} [{lo:.1f}, {hi:.1f}]" + (PARTIAL_MARK if _is_partial(entry) else "")
+
+
+def _k_text(entry: Mapping[str, Any]) -> str:
+    n_min, n_max = entry.get("n_min", entry["k"]), entry.get("n_max", entry["k"])
+    return str(entry["k"]) if n_min == n_max else f"{n_min}–{n_max} (uneven; pass@k with k = {entry['k']})"
+
+
+def table_notes(summary: Mapping[str, Any]) -> list[str]:
+    """Footnotes of a table: partial benchmarks, why Avg / OOD Avg are missing, slices, grading failures.
+
+    Returns:
+        Lines of text (no trailing newline); the grading-failure line is always there.
+    """
+    benches = [(h, key, summary[key]) for h, key in TABLE_COLUMNS[:6] if key in summary]
+    benches += [(key, key, entry) for key, entry in summary.items()
+                if key not in {k for _, k in TABLE_COLUMNS} and isinstance(entry, Mapping) and "k" in entry]
+    notes = []
+    partial = [f"{h} {e['n_problems']}/{e['n_problems_expected']}" for h, _, e in benches if e.get("complete") is False]
+    if partial:
+        notes.append(f"{PARTIAL_MARK} Partial: only some problems scored (scored/expected): {', '.join(partial)}.")
+    for name in ("Avg", "OOD Avg"):
+        entry = summary.get(name) or {}
+        if entry.get("reason"):
+            notes.append(f"{name} —: {entry['reason']}.")
+        elif entry.get("partial_benchmarks"):
+            notes.append(f"{PARTIAL_MARK} {name} averages partial benchmarks (--allow-partial): "
+                         f"{', '.join(entry['partial_benchmarks'])}.")
+    sliced = [f"{h} {e['n_problems_expected']}/{e['n_problems_benchmark']}" for h, _, e in benches
+              if e.get("n_problems_benchmark", 0) > e.get("n_problems_expected", 0)]
+    if sliced:
+        notes.append(f"Slice (--limit): problems evaluated / in the benchmark: {', '.join(sliced)}; "
+                     "not comparable with the paper's numbers.")
+    failed = [f"{h} {e['grading']['timeout']} timeouts, {e['grading']['error']} errors" for h, _, e in benches
+              if "grading" in e and e["grading"]["timeout"] + e["grading"]["error"]]
+    notes.append(f"Grading failures (responses, counted wrong): {'; '.join(failed)}." if failed
+                 else "Grading failures: none.")
+    return notes
 
 
 def markdown_table(summary: Mapping[str, Any], paper_row: Optional[Mapping[str, float]] = None,
@@ -65,7 +110,7 @@ def markdown_table(summary: Mapping[str, Any], paper_row: Optional[Mapping[str, 
 
     Returns:
         The table (a header, a separator, then the paper rows and our metric rows),
-        newline-terminated. A `k` line below names the responses per problem.
+        newline-terminated. Below it: a `k` line (responses per problem) and `table_notes`.
     """
     headers = [h for h, _ in TABLE_COLUMNS]
     lines = ["| | " + " | ".join(headers) + " |", "|---" * (len(headers) + 1) + "|"]
@@ -76,9 +121,10 @@ def markdown_table(summary: Mapping[str, Any], paper_row: Optional[Mapping[str, 
     for metric in metrics:
         cells = [_cell(summary.get(key), metric) for _, key in TABLE_COLUMNS]
         lines.append(f"| {label} {metric} | " + " | ".join(cells) + " |")
-    ks = ", ".join(f"{h} {summary[key]['k']}" for h, key in TABLE_COLUMNS[:6] if key in summary)
+    ks = ", ".join(f"{h} {_k_text(summary[key])}" for h, key in TABLE_COLUMNS[:6] if key in summary)
     lines.append("")
     lines.append(f"k (responses per problem): {ks or '—'}. Cells: percent, [95% bootstrap CI over problems].")
+    lines.extend(table_notes(summary))
     if rows:
         lines.append("Paper rows: the released README table (notes/upstream_cpmobius.md §5.4); "
                      "\"—\" where our notes give no published number.")

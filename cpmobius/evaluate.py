@@ -23,6 +23,17 @@ Outputs under `--out` (default `outputs/eval`):
     <label>/grader_disagreements.md  problems where grader=cpmobius and grader=released disagree
     results.md, results.json         every model of the run side by side (avg@k)
 
+Coverage (`cpmobius.evaluation`): every benchmark records problems scored vs problems evaluated;
+Avg / OOD Avg come only from complete benchmarks, else they are None with the reason in
+results.json and a footnote under the table. `--limit N` evaluates the first N problems of each
+benchmark: a run (or a re-scoring with the same `--limit`) is complete for that slice, and the
+footnote says it is a slice. Score-only mode takes `limit` from the `run.json` beside the first
+completions file when `--limit` is not given, so re-scoring a `--limit` run needs no flag.
+`--allow-partial` averages partial benchmarks deliberately (marked `*`). Problems with uneven
+numbers of responses are an error naming them unless `--allow-uneven-k`. Grading timeouts and
+errors are counted per benchmark (results.json `grading`, the table's footnote); a benchmark
+whose every grade failed stops the run (exit 1) instead of reporting zeros.
+
 Resume: a benchmark whose responses are all in `completions.jsonl` (every problem, k each) is skipped
 on rerun; a benchmark cut short by a crash (or written with another k) is dropped from the file and
 generated again; benchmarks not asked for this time stay in the file untouched. Rerunning with other
@@ -45,9 +56,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from cpmobius.eval_data import ANSWER_KEYS, BENCHMARKS, STOP_STRINGS, load_benchmark, render_prompt
-from cpmobius.eval_report import PAPER_RESULTS, markdown_table, paper_model_for, write_results
+from cpmobius.eval_data import ANSWER_KEYS, BENCHMARKS, STOP_STRINGS, encode_prompt, load_benchmark
+from cpmobius.eval_report import PAPER_RESULTS, markdown_table, paper_model_for, table_notes, write_results
 from cpmobius.evaluation import AVG_BENCHMARKS, DEFAULT_K, GRADERS, read_completions, score_run
+from cpmobius.grading import GradingError
 
 DEFAULT_OUT = "outputs/eval"
 
@@ -182,11 +194,13 @@ def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[
             run["backend"] = generator.backend
             (out / "run.json").write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
         start = time.perf_counter()
-        prompts = [render_prompt(generator.tokenizer, r["problem"], args.system_prompt) for r in rows]
-        outputs = generator.generate(prompts, k[bench], STOP_STRINGS.get(bench, ()), desc=f"{label} {bench}")
+        # Token ids straight from the chat template: the engine adds no second BOS (Llama-based models).
+        prompts = [encode_prompt(generator.tokenizer, r["problem"], args.system_prompt) for r in rows]
+        outputs = generator.generate([p.token_ids for p in prompts], k[bench], STOP_STRINGS.get(bench, ()),
+                                     desc=f"{label} {bench}")
         records = [{"benchmark": bench, "problem_id": str(row["id"]), "sample": j, "response": c.text,
                     "finish_reason": c.finish_reason, "response_tokens": c.response_tokens, "model": label,
-                    **({"prompt": prompt} if j == 0 else {})}
+                    **({"prompt": prompt.text} if j == 0 else {})}
                    for row, prompt, completions in zip(rows, prompts, outputs) for j, c in enumerate(completions)]
         _append(path, records)
         done[bench] = records
@@ -205,19 +219,22 @@ def paper_rows_for(paper_model: Optional[str], model_path: str) -> dict[str, dic
     return PAPER_RESULTS[key]
 
 
-def _load_rows(benchmarks: Sequence[str], args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+def _load_rows(benchmarks: Sequence[str], args: argparse.Namespace,
+               limit: Optional[int] = None) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """Each benchmark's evaluated rows (the first `limit` with a limit) and its full size in problems."""
     files = {}
     for value in args.data_file:
         name, sep, path = value.partition("=")
         if not sep or name not in BENCHMARKS:
             raise ValueError(f"--data-file {value!r}: expected BENCHMARK=PATH with BENCHMARK in {BENCHMARKS}")
         files[name] = path
-    rows = {}
+    rows, sizes = {}, {}
     for b in benchmarks:
         rows[b] = load_benchmark(b, args.data_dir, source=args.source, path=files.get(b))
-        if args.limit is not None:
-            rows[b] = rows[b][: args.limit]
-    return rows
+        sizes[b] = len(rows[b])
+        if limit is not None:
+            rows[b] = rows[b][:limit]
+    return rows, sizes
 
 
 def merge_paper_rows(per_model: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
@@ -237,7 +254,8 @@ def combined_table(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[st
                              metrics=("avg@k",)).split("\n\n")[0].splitlines()
               for i, (label, result) in enumerate(per_model.items())]
     lines = tables[0] + [line for t in tables[1:] for line in t[2:]]
-    return "\n".join(lines) + "\n\nCells: avg@k in percent, [95% bootstrap CI over problems].\n"
+    notes = [f"{label}: {note}" for label, result in per_model.items() for note in table_notes(result["summary"])]
+    return "\n".join(lines + ["", "Cells: avg@k in percent, [95% bootstrap CI over problems]."] + notes) + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -249,7 +267,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", nargs="+", help="one output label per --model (default: from the path)")
     p.add_argument("--benchmarks", nargs="+", default=list(AVG_BENCHMARKS), choices=BENCHMARKS)
     p.add_argument("--k", nargs="+", default=[], help="responses per problem: K or BENCHMARK=K (default: released k)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N problems of each benchmark")
+    p.add_argument("--limit", type=int, default=None,
+                   help="only the first N problems of each benchmark (complete for that slice; score-only: "
+                        "default from the run.json beside the completions)")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="score-only: average benchmarks the completions cover only in part into Avg / OOD Avg")
+    p.add_argument("--allow-uneven-k", action="store_true",
+                   help="accept problems with different numbers of responses (k = the smallest; n_min/n_max reported)")
     p.add_argument("--greedy", action="store_true", help="greedy decoding (k defaults to 1)")
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--top-p", type=float, default=0.9)
@@ -286,25 +310,33 @@ def _score_only(args: argparse.Namespace) -> str:
         raise ValueError(f"the completions hold responses of several models {models}: score each model's file alone")
     benches = list(dict.fromkeys(r["benchmark"] for r in records))
     run_path = Path(args.completions[0]).resolve().parent / "run.json"
-    model = json.loads(run_path.read_text()).get("model", "") if run_path.exists() else ""
-    result = score_run(records, _load_rows(benches, args), args.answer_key, args.grader,
-                       not args.no_grader_report, args.bootstrap)
+    run = json.loads(run_path.read_text()) if run_path.exists() else {}
+    limit = args.limit if args.limit is not None else run.get("limit")
+    if args.limit is None and limit is not None:
+        print(f"[evaluate] {run_path}: a --limit {limit} run; scoring the first {limit} problems of each benchmark",
+              file=sys.stderr)
+    rows, sizes = _load_rows(benches, args, limit)
+    result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap,
+                       benchmark_sizes=sizes, allow_partial=args.allow_partial, allow_uneven=args.allow_uneven_k)
+    result["limit"] = limit
     result["completions"] = [str(p) for p in args.completions]
     out = Path(args.out) if args.out else Path(args.completions[0]).resolve().parent
-    return write_results(result, out, paper_rows=paper_rows_for(args.paper_model, model))
+    return write_results(result, out, paper_rows=paper_rows_for(args.paper_model, run.get("model", "")))
 
 
 def _generate(args: argparse.Namespace) -> str:
     labels = args.label or [model_label(m) for m in args.model]
     if len(labels) != len(args.model) or len(set(labels)) != len(labels):
         raise ValueError(f"--label: need {len(args.model)} distinct labels, got {labels}")
-    rows = _load_rows(args.benchmarks, args)
+    rows, sizes = _load_rows(args.benchmarks, args, args.limit)
     k = parse_k(args.k, args.benchmarks, args.greedy)
     out = Path(args.out or DEFAULT_OUT)
     per_model, paper_by_model = {}, {}
     for model, label in zip(args.model, labels):
         records = generate_model(model, label, rows, k, args, out / label)
-        result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap)
+        result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap,
+                           benchmark_sizes=sizes, allow_partial=args.allow_partial, allow_uneven=args.allow_uneven_k)
+        result["limit"] = args.limit
         rows_paper = paper_rows_for(args.paper_model, model)
         paper_by_model[label] = rows_paper
         print(write_results(result, out / label, label=label, paper_rows=rows_paper), end="")
@@ -319,7 +351,8 @@ def _generate(args: argparse.Namespace) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """CLI entry point; returns the exit status (2 on bad input, with a one-line message, no traceback)."""
+    """CLI entry point; returns the exit status (2 on bad input, 1 when grading failed throughout; a
+    one-line message, no traceback)."""
     args = build_parser().parse_args(argv)
     if args.limit is not None and args.limit < 1:
         print("error: --limit must be >= 1", file=sys.stderr)
@@ -332,6 +365,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, OSError) as error:  # OSError: a missing/unreadable file or folder, a bad model path
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except GradingError as error:  # every grade of a benchmark failed: its zeros would be reported as results
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

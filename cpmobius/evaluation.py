@@ -9,8 +9,10 @@ which c are correct):
 
 * avg@k: c / n, the mean accuracy of single samples (the paper's reported number).
 * pass@k: the unbiased estimator 1 − C(n−c, k) / C(n, k) (Chen et al. 2021, "Evaluating Large
-  Language Models Trained on Code", eq. 1). Here k is the number of responses actually present
-  (the smallest n over the benchmark's problems), so with a uniform n it is "any correct".
+  Language Models Trained on Code", eq. 1). Here k is the number of responses actually present,
+  so it is "any correct". Every problem of a benchmark must have the same n: uneven counts are an
+  error naming the problems, unless accepted (`allow_uneven`, CLI `--allow-uneven-k`); then k is
+  the smallest n and `n_min` / `n_max` are reported.
 * maj@k: the majority vote of the problem's n responses (`majority_vote`, equivalence clusters)
   is correct iff its pseudo-label (one of the responses' extracted answers) was graded correct for
   those responses; a tie or no label (nothing answered) is wrong. "No answer" never votes, with
@@ -22,9 +24,19 @@ which c are correct):
 * 95% confidence intervals: percentile bootstrap over problems (1000 resamples, seed 0).
 * Avg: the unweighted mean of the per-benchmark numbers of the six paper benchmarks (AIME24,
   AIME25, AMC, MATH-500, Minerva, OlympiadBench); OOD Avg: the same over the five without AMC
-  (AMC is the training validation set, so it is in-distribution for Δt). Both are None unless
-  every benchmark they average is present. Their CIs come from a stratified bootstrap
-  (problems resampled within each benchmark, then the macro mean).
+  (AMC is the training validation set, so it is in-distribution for Δt). Their CIs come from a
+  stratified bootstrap (problems resampled within each benchmark, then the macro mean).
+* Coverage: each benchmark records the problems scored (`n_problems`), the problems of the
+  evaluated set (`n_problems_expected`: the benchmark, or its first N problems with `--limit N`)
+  and of the whole benchmark (`n_problems_benchmark`); `complete` = every problem of the evaluated
+  set is scored. Avg / OOD Avg are None, with a `reason`, unless every benchmark they average is
+  present and complete; `allow_partial` (CLI `--allow-partial`) averages partial benchmarks
+  deliberately and lists them in `partial_benchmarks`. A `--limit N` run is complete for its slice
+  (the table's footnote says it is a slice, not comparable with the paper).
+* Grading failures: a response whose verdict was not reached (status "timeout" or "error" on one
+  of its accepted answers, none correct) counts as wrong, and is counted per benchmark
+  (`grading`: responses per status). A benchmark whose every grade failed raises `GradingError`
+  (`check_batch`, as validation does in training) rather than report zeros.
 
 Default k (the released protocol, notes/upstream_cpmobius.md §5): 32, 32, 10, 5, 5, 5 for AIME24,
 AIME25, AMC, MATH-500, Minerva, OlympiadBench (`DEFAULT_K`); the reported k is what the
@@ -53,12 +65,12 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval_data import BENCHMARKS, default_data_dir, gold_answers, load_benchmark  # noqa: F401
-from cpmobius.grading import extract_answer, grade_batch, majority_vote
+from cpmobius.grading import check_batch, extract_answer, grade_batch, majority_vote
 from cpmobius.jsonl import JSONLineError, json_objects
 
 # BENCHMARKS, default_data_dir, gold_answers, load_benchmark: re-exported from eval_data for old imports.
@@ -96,6 +108,8 @@ class ProblemScores:
         extracted: (n,) per response, the extracted final answer or None.
         maj_label: the majority vote's pseudo-label, or None (tie / nothing answered).
         maj_correct: whether `maj_label` matches an accepted answer (False without a label).
+        statuses: (n,) per response, "ok" (a verdict), "no_answer", or "timeout" / "error" (the
+            grader reached no verdict on an accepted answer and none matched: counted wrong).
     """
 
     problem_id: str
@@ -104,6 +118,7 @@ class ProblemScores:
     extracted: list[Optional[str]]
     maj_label: Optional[str] = None
     maj_correct: bool = False
+    statuses: list[str] = field(default_factory=list)
 
 
 def score_completions(records: Sequence[Mapping[str, Any]],
@@ -122,6 +137,8 @@ def score_completions(records: Sequence[Mapping[str, Any]],
 
     Raises:
         ValueError: a record names a benchmark or problem id missing from `golds`.
+        cpmobius.grading.GradingError: every grade of a benchmark failed (timeouts/errors;
+            `check_batch`), so its zeros would mean nothing.
     """
     if grader not in GRADERS:
         raise ValueError(f"unknown grader {grader!r}; expected one of {GRADERS}")
@@ -147,16 +164,25 @@ def score_completions(records: Sequence[Mapping[str, Any]],
                     pair_resps.append(resp)
                     where.append((bench, pid, j, g))
     results = grade_batch(pair_golds, pair_resps, mode=grader).results
+    for bench in grouped:
+        # As training's validation does: a benchmark whose every grade failed is not reported as zeros.
+        check_batch([res for (b, *_), res in zip(where, results) if b == bench],
+                    context=f"evaluation of {bench}, grader={grader}; no results written")
     out: dict[str, dict[str, ProblemScores]] = {
         bench: {pid: ProblemScores(pid, list(golds[bench][pid]), [False] * len(resps), [None] * len(resps))
                 for pid, resps in problems.items()}
         for bench, problems in grouped.items()}
+    pair_statuses: dict[tuple[str, str, int], list[str]] = {}
     for (bench, pid, j, g), res in zip(where, results):
         ps = out[bench][pid]
         ps.correct[j] = ps.correct[j] or res.correct
+        pair_statuses.setdefault((bench, pid, j), []).append(res.status)
         if g == 0:
             # "No answer" never votes: the released grader reports it as "" (status no_answer or not).
             ps.extracted[j] = res.extracted if res.extracted and res.status != "no_answer" else None
+    for (bench, pid, j), statuses in pair_statuses.items():
+        ps = out[bench][pid]
+        ps.statuses.append(response_status(ps.correct[j], statuses))
 
     # maj@k: vote on the extracted answers. The pseudo-label is one of the responses' own extracted
     # answers, so its verdict is theirs (re-grading it as a new `\boxed{label}` response would run the
@@ -170,6 +196,20 @@ def score_completions(records: Sequence[Mapping[str, Any]],
             ps.maj_correct = ps.maj_label is not None and any(
                 ok for ans, ok in zip(ps.extracted, ps.correct) if ans == ps.maj_label)
     return {bench: list(problems.values()) for bench, problems in out.items()}
+
+
+def response_status(correct: bool, pair_statuses: Sequence[str]) -> str:
+    """One response's grading status from its (accepted answer) pairs' statuses.
+
+    "ok" when correct or every pair reached a verdict; else "error" / "timeout" when a pair failed
+    (a verdict that might have been "correct" was not reached); "no_answer" when nothing was graded.
+    """
+    if correct:
+        return "ok"
+    for failure in ("error", "timeout"):
+        if failure in pair_statuses:
+            return failure
+    return "no_answer" if pair_statuses and all(s == "no_answer" for s in pair_statuses) else "ok"
 
 
 def answer_cut_off(response: Optional[str]) -> bool:
@@ -282,41 +322,90 @@ def _per_problem(problems: Sequence[ProblemScores], k: int) -> dict[str, list[fl
     }
 
 
-def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int = 1000,
-              seed: int = 0) -> dict[str, Any]:
+def uneven_message(bench: str, problems: Sequence[ProblemScores], limit: int = 10) -> str:
+    """The error for a benchmark whose problems hold different numbers of responses (names them)."""
+    ns = {p.problem_id: len(p.correct) for p in problems}
+    n_max = max(ns.values())
+    short = [f"{pid} ({n})" for pid, n in ns.items() if n < n_max]
+    more = f" and {len(short) - limit} more" if len(short) > limit else ""
+    return (f"{bench}: uneven responses per problem (n_min={min(ns.values())}, n_max={n_max}); problems with "
+            f"fewer than {n_max}: {', '.join(short[:limit])}{more}. Complete the completions, or pass "
+            "--allow-uneven-k to accept them (pass@k then uses k = n_min)")
+
+
+def _benchmark_entry(problems: Sequence[ProblemScores], expected: int, in_benchmark: int) -> dict[str, Any]:
+    """Counts of one benchmark: coverage, responses per problem, grading statuses."""
+    ns = [len(p.correct) for p in problems]
+    grading = dict.fromkeys(("ok", "no_answer", "timeout", "error"), 0)
+    for p in problems:
+        for status in p.statuses:
+            grading[status] += 1
+    return {"n_problems": len(problems), "n_problems_expected": expected, "n_problems_benchmark": in_benchmark,
+            "complete": len(problems) >= expected, "k": min(ns), "n_min": min(ns), "n_max": max(ns),
+            "n_responses": sum(ns), "grading": grading}
+
+
+def _average_blocked(summary: Mapping[str, Any], members: Sequence[str], allow_partial: bool) -> Optional[str]:
+    """Why Avg / OOD Avg over `members` cannot be computed (None when it can)."""
+    missing = [b for b in members if b not in summary]
+    if missing:
+        return f"not scored: {', '.join(missing)}"
+    partial = [b for b in members if not summary[b]["complete"]]
+    if partial and not allow_partial:
+        detail = ", ".join(f"{b} {summary[b]['n_problems']}/{summary[b]['n_problems_expected']}" for b in partial)
+        return f"partial benchmarks (problems scored/expected): {detail}; pass --allow-partial to average a slice"
+    return None
+
+
+def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int = 1000, seed: int = 0, *,
+              problems_expected: Optional[Mapping[str, int]] = None,
+              problems_in_benchmark: Optional[Mapping[str, int]] = None,
+              allow_partial: bool = False, allow_uneven: bool = False) -> dict[str, Any]:
     """Per-benchmark avg@k / pass@k / maj@k (percent) with 95% CIs, plus Avg and OOD Avg.
 
     Args:
         per_benchmark: benchmark → problems, as returned by `score_completions`.
         n_boot, seed: bootstrap settings (see `bootstrap_ci`).
+        problems_expected: benchmark → problems of the evaluated set (default: those scored, i.e.
+            complete); fewer scored marks the benchmark partial.
+        problems_in_benchmark: benchmark → problems of the whole benchmark (default: expected);
+            larger than expected for a `--limit` slice.
+        allow_partial: average partial benchmarks into Avg / OOD Avg (listed in `partial_benchmarks`).
+        allow_uneven: accept problems with different numbers of responses (k = n_min).
 
     Returns:
-        {benchmark: {"n_problems", "k", "k_protocol", "n_responses", metric, metric + "_ci"},
-         "Avg": {...}, "OOD Avg": {...}}. k is the smallest number of responses per problem
-        (pass@k uses it); Avg / OOD Avg are the unweighted means of the per-benchmark numbers
-        over `AVG_BENCHMARKS` / `OOD_BENCHMARKS` (None when one of them is missing), with a
-        stratified-bootstrap CI.
+        {benchmark: {"n_problems", "n_problems_expected", "n_problems_benchmark", "complete", "k",
+         "n_min", "n_max", "k_protocol", "n_responses", "grading", metric, metric + "_ci"},
+         "Avg": {...}, "OOD Avg": {...}}. k is the responses per problem (pass@k uses it); Avg /
+        OOD Avg are the unweighted means of the per-benchmark numbers over `AVG_BENCHMARKS` /
+        `OOD_BENCHMARKS`, with a stratified-bootstrap CI, or None with a `reason` (a benchmark
+        missing, or partial without `allow_partial`).
+
+    Raises:
+        ValueError: uneven responses per problem without `allow_uneven` (names benchmark and problems).
     """
     summary: dict[str, Any] = {}
     scores: dict[str, dict[str, list[float]]] = {}
     for bench, problems in per_benchmark.items():
         if not problems:
             continue
-        ns = [len(p.correct) for p in problems]
-        k = min(ns)
-        scores[bench] = _per_problem(problems, k)
-        entry: dict[str, Any] = {"n_problems": len(problems), "k": k, "k_protocol": DEFAULT_K.get(bench),
-                                 "n_responses": sum(ns)}
+        expected = (problems_expected or {}).get(bench, len(problems))
+        entry = _benchmark_entry(problems, expected, (problems_in_benchmark or {}).get(bench, expected))
+        if entry["n_min"] != entry["n_max"] and not allow_uneven:
+            raise ValueError(uneven_message(bench, problems))
+        entry["k_protocol"] = DEFAULT_K.get(bench)
+        scores[bench] = _per_problem(problems, entry["k"])
         for metric, values in scores[bench].items():
             entry[metric] = 100.0 * _macro_mean([values])
             lo, hi = bootstrap_ci(values, n_boot, seed)
             entry[metric + "_ci"] = [100.0 * lo, 100.0 * hi]
         summary[bench] = entry
     for name, members in (("Avg", AVG_BENCHMARKS), ("OOD Avg", OOD_BENCHMARKS)):
-        entry = {"benchmarks": list(members)}
-        complete = all(b in summary for b in members)
+        reason = _average_blocked(summary, members, allow_partial)
+        entry = {"benchmarks": list(members), "reason": reason,
+                 "partial_benchmarks": [] if reason else [b for b in members if not summary[b]["complete"]]}
         for metric in METRICS:
-            if complete:
+            if reason is None:
                 # From the per-benchmark numbers (their unscaled means), as the bootstrap computes them.
                 entry[metric] = 100.0 * _macro_mean([scores[b][metric] for b in members])
                 lo, hi = _bootstrap([scores[b][metric] for b in members], n_boot, seed)
@@ -416,27 +505,35 @@ def grader_disagreements(primary: Mapping[str, Sequence[ProblemScores]], other: 
 
 def score_run(records: Sequence[Mapping[str, Any]], rows_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]],
               answer_key: str = "corrected", grader: str = "cpmobius", compare: bool = True,
-              n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+              n_boot: int = 1000, seed: int = 0, *, benchmark_sizes: Optional[Mapping[str, int]] = None,
+              allow_partial: bool = False, allow_uneven: bool = False) -> dict[str, Any]:
     """Grade a run's completions and summarise them; optionally grade again with the other grader.
 
     Args:
         records: completion records (`benchmark`, `problem_id`, `response`).
-        rows_by_benchmark: benchmark → its rows (uniform schema), at least the problems in `records`.
+        rows_by_benchmark: benchmark → the rows of the evaluated set (uniform schema): a benchmark
+            whose rows are not all in `records` is partial (see `summarise`).
         answer_key: "corrected" or "released" (`eval_data.gold_answers`).
         grader: the reported grader, one of `GRADERS`.
         compare: also grade with the other grader and list the disagreements.
         n_boot, seed: bootstrap settings.
+        benchmark_sizes: benchmark → problems of the whole benchmark, when the rows are a slice.
+        allow_partial, allow_uneven: see `summarise`.
 
     Returns:
         {"answer_key", "grader", "summary", "problems", and with `compare`: "other_grader",
         "other_summary", "disagreements"} (summaries as in `summarise`).
 
     Raises:
-        ValueError: unknown key / grader, or records naming unknown benchmarks or problems.
+        ValueError: unknown key / grader, records naming unknown benchmarks or problems, uneven
+            responses per problem without `allow_uneven`.
+        cpmobius.grading.GradingError: every grade of a benchmark failed.
     """
+    coverage = dict(problems_expected={b: len(rows) for b, rows in rows_by_benchmark.items()},
+                    problems_in_benchmark=benchmark_sizes, allow_partial=allow_partial, allow_uneven=allow_uneven)
     per_benchmark = score_completions(records, golds_for(rows_by_benchmark, answer_key, grader), grader)
     result: dict[str, Any] = {"answer_key": answer_key, "grader": grader,
-                              "summary": summarise(per_benchmark, n_boot, seed),
+                              "summary": summarise(per_benchmark, n_boot, seed, **coverage),
                               "problems": {b: [asdict(p) for p in ps] for b, ps in per_benchmark.items()}}
     if compare:
         other = GRADERS[1 - GRADERS.index(grader)]
@@ -445,7 +542,7 @@ def score_run(records: Sequence[Mapping[str, Any]], rows_by_benchmark: Mapping[s
         for rec in records:
             responses.setdefault((rec["benchmark"], str(rec["problem_id"])), []).append(rec["response"])
         result["other_grader"] = other
-        result["other_summary"] = summarise(other_scores, n_boot, seed)
+        result["other_summary"] = summarise(other_scores, n_boot, seed, **coverage)
         result["disagreements"] = grader_disagreements(per_benchmark, other_scores, responses)
     return result
 

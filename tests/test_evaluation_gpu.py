@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from cpmobius.eval_data import encode_prompt
 from cpmobius.eval_generation import HFGenerator, SamplingSettings, VLLMGenerator, vllm_available
 
 
@@ -18,8 +19,7 @@ def tiny_model(model_cache):
 
 
 def _prompts(tokenizer):
-    return [tokenizer.apply_chat_template([{"role": "user", "content": f"What is {i} + {i}?"}], tokenize=False,
-                                          add_generation_prompt=True) for i in range(3)]
+    return [encode_prompt(tokenizer, f"What is {i} + {i}?").token_ids for i in range(3)]
 
 
 @pytest.mark.parametrize("greedy", [False, True])

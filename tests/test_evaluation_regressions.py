@@ -200,7 +200,8 @@ class _FakeTokenizer:
     chat_template = "fake"
 
     def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
-        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+        return [ord(c) for c in text] if tokenize else text
 
 
 class _FakeGenerator:
