@@ -140,7 +140,7 @@ class CoachPlayerLoop:
         """
         fs, n = self.settings.filter, self.settings.player.n
         kept = KeptProblems([], [], None, None)
-        rejected, all_outcomes, label_correct, archive = Counter(), [], [], []
+        rejected, all_outcomes, label_correct, kept_correct, archive = Counter(), [], [], [], []
         candidates = attempts = surplus = 0
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
@@ -172,10 +172,11 @@ class CoachPlayerLoop:
                 if len(kept) >= fs.quota:
                     surplus += 1
                     continue
+                kept_correct.append(correct)
                 self._append_kept(kept, problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_batch.select_idxs([problem.coach_row]))
         self._write_archive(archive)
         step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus)
-        step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct))
+        step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct, kept_correct))
         step_metrics.update(metrics.length_metrics("coach/problem_chars", [len(p.text) for p in kept.problems]))
         for key in ("kept", "groups", "attempts"):
             self.state.filter_totals[key] = self.state.filter_totals.get(key, 0) + int(step_metrics[f"filter/{key}"])

@@ -25,6 +25,7 @@ TABLE_COLUMNS = (
     ("filter/attempts", "{:>4.0f}", "att"),
     ("filter/kept_pass_rate_mean", "{:>9.2f}", "pass_rate"),
     ("pseudo_label/accuracy", "{:>8.2f}", "label_ok"),
+    ("pseudo_label/kept_accuracy", "{:>7.2f}", "kept_ok"),
     ("coach/valid_frac", "{:>7.2f}", "valid"),
     ("coach/updated", "{:>5.0f}", "c_upd"),
     ("timing_s/coach", "{:>7.1f}", "coach_s"),
@@ -93,7 +94,7 @@ def make_tracking(cfg: DictConfig) -> Any:
 def prepare_models(cfg: DictConfig, settings: Any) -> None:
     """Build (and cache) the toy models when the config asks for them; real checkpoints are used as given."""
     if cfg.model.get("name") == "tiny":
-        from cpmobius.toy_world import PretrainSpec, materialize_toy_models
+        from cpmobius.toy_world import PretrainSpec, materialize_toy_models, write_coach_warmup_data
 
         materialize_toy_models(
             cfg.model.coach_path,
@@ -102,6 +103,9 @@ def prepare_models(cfg: DictConfig, settings: Any) -> None:
             tiny_spec=dict(cfg.model.tiny_spec),
             pretrain_spec=PretrainSpec(**cfg.model.get("pretrain", {})),
         )
+        toy_warmup = cfg.model.get("toy_warmup")
+        if toy_warmup is not None and settings.warmup.enabled:
+            write_coach_warmup_data(toy_warmup.path, settings.coach.instruction, int(toy_warmup.count), int(toy_warmup.seed))
 
 
 def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any:
@@ -172,6 +176,11 @@ def run(cfg: DictConfig) -> Any:
     loop.logger = Loggers(make_tracking(cfg), StepTable())
     state = loop.fit()
     print(f"[cpmobius] done: {state.step} steps; checkpoints and problem archive in {cfg.trainer.default_local_dir}", flush=True)
+    if "file" in cfg.trainer.logger:
+        from cpmobius.plots import plot_training_dynamics
+
+        plot = plot_training_dynamics(cfg.trainer.default_local_dir, title=f"CPMöbius: {cfg.trainer.experiment_name} ({cfg.model.name})")
+        print(f"[cpmobius] training dynamics: {plot}", flush=True)
     return state
 
 

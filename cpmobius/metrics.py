@@ -48,15 +48,29 @@ def filter_metrics(
     return metrics
 
 
-def pseudo_label_metrics(outcomes: Sequence[Any], label_correct: Sequence[Optional[bool]]) -> dict[str, float]:
-    """``pseudo_label/*``: how often the majority answer is the true answer, when it is known."""
-    known = [(o, c) for o, c in zip(outcomes, label_correct) if c is not None and o.pseudo_label is not None]
-    if not known:
-        return {}
-    return {
-        "pseudo_label/accuracy": _mean([float(c) for _, c in known]),
-        "pseudo_label/kept_accuracy": _mean([float(c) for o, c in known if o.kept]) if any(o.kept for o, _ in known) else 0.0,
-    }
+def pseudo_label_metrics(
+    outcomes: Sequence[Any], label_correct: Sequence[Optional[bool]], kept_correct: Sequence[Optional[bool]] = ()
+) -> dict[str, float]:
+    """``pseudo_label/*``: how often the majority answer is the true answer, when it is known.
+
+    Args:
+        outcomes: every labelled-or-not group of the step, aligned with ``label_correct``.
+        label_correct: per group, whether its pseudo-label is the true answer (None: unknown or no label).
+        kept_correct: the same for the problems the step trains on (kept by the band, quota not yet
+            full; surplus problems of the last attempt are not among them).
+
+    Returns:
+        ``pseudo_label/accuracy`` over every labelled group with a known truth, and
+        ``pseudo_label/kept_accuracy`` over the trained-on ones, each only when it has a denominator.
+    """
+    known = [float(c) for o, c in zip(outcomes, label_correct) if c is not None and o.pseudo_label is not None]
+    kept_known = [float(c) for c in kept_correct if c is not None]
+    result = {}
+    if known:
+        result["pseudo_label/accuracy"] = _mean(known)
+    if kept_known:
+        result["pseudo_label/kept_accuracy"] = _mean(kept_known)
+    return result
 
 
 def prefixed(metrics: dict[str, float], prefix: str) -> dict[str, float]:

@@ -16,9 +16,9 @@ import json
 import os
 import random
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -37,16 +37,15 @@ class ToyProblem:
 
 
 def make_problem(rng: random.Random, difficulty: Optional[int] = None) -> ToyProblem:
-    """A random problem of difficulty 0–3.
+    """A random problem of difficulty 0–3 (a tiny Qwen2 learns 0 and 1 well, 2 and 3 only in part).
 
-    0: a + b with one-digit numbers; 1: a (+|-|*) b, one digit; 2: two-digit a (+|-) b;
-    3: three one-digit operands.
+    0: a + b, one-digit numbers; 1: a (+|-|*) b, one digit; 2: a two-digit a (+|-) a one-digit b;
+    3: three one-digit operands, + and -.
     """
     difficulty = rng.randint(0, 3) if difficulty is None else difficulty
-    digits = 99 if difficulty == 2 else 9
-    count = 3 if difficulty == 3 else 2
-    operators = ("+",) if difficulty == 0 else OPERATORS[:2] if difficulty == 2 else OPERATORS
-    operands = [rng.randint(0, digits) for _ in range(count)]
+    operators = ("+",) if difficulty == 0 else OPERATORS if difficulty == 1 else OPERATORS[:2]
+    operands = [rng.randint(10 if difficulty == 2 else 0, 99 if difficulty == 2 else 9)]
+    operands += [rng.randint(0, 9) for _ in range(2 if difficulty == 3 else 1)]
     expression = str(operands[0])
     for operand in operands[1:]:
         expression += f" {rng.choice(operators)} {operand}"
@@ -64,6 +63,66 @@ def player_target(problem: ToyProblem) -> str:
     return f"\\boxed{{{problem.answer}}}"
 
 
+# Slips of a noisy Player: the true result plus one of these offsets.
+SLIPS = (-2, -1, 1, 2)
+
+
+def noisy_player_target(problem: ToyProblem, rng: random.Random, noise: float, unboxed: float = 0.0) -> str:
+    """`player_target`, except that a share ``noise`` of the answers is off by a slip (`SLIPS`) and a
+    share ``unboxed`` is written as a sentence without ``\\boxed{}`` (which no grader accepts).
+
+    A Player pretrained on these knows the easy answers (the true one stays the most likely) but gives
+    them unreliably and often in the wrong format: a majority vote over its boxed answers is right far
+    more often than one sample. That gap is what label-free RL with majority-vote pseudo-labels closes
+    (paper §3; format and consistency are what such RL first teaches a real base model, too).
+    """
+    answer = problem.answer if rng.random() >= noise else str(int(problem.answer) + rng.choice(SLIPS))
+    if rng.random() < unboxed:
+        return f"The answer is {answer}."
+    return f"\\boxed{{{answer}}}"
+
+
+# The Coach's generic pretraining: arithmetic in several surface forms, answering generic prompts
+# (never the Coach instruction). Only the question form is a well-formed problem; the warm-up (SFT
+# on instruction → "What is ...?") teaches the Coach to write that form when asked.
+GENERIC_PROMPTS = ("Write some arithmetic.", "Say something about numbers.", "Give an example.")
+
+
+def generic_coach_text(problem: ToyProblem, rng: random.Random) -> str:
+    """One of four surface forms of a problem: a question (well-formed), an equation with its result,
+    a bare expression, or a sentence stating the result (the last three fail the Coach-output validator)."""
+    expression = problem.text[len("What is ") : -1]
+    forms = (problem.text, f"{expression} = {problem.answer}", expression, f"{expression} makes {problem.answer}.")
+    return rng.choice(forms)
+
+
+def coach_warmup_messages(instruction: str, count: int, seed: int) -> list[list[dict[str, str]]]:
+    """The toy Coach warm-up set in the ``messages`` format of `cpmobius.warmup_data` (user turn =
+    the Coach instruction, assistant turn = one problem); the toy stand-in for the 4K Eurus problems."""
+    rng = random.Random(seed)
+    return [
+        [{"role": "user", "content": instruction}, {"role": "assistant", "content": make_problem(rng).text}]
+        for _ in range(count)
+    ]
+
+
+def write_coach_warmup_data(path: str | os.PathLike, instruction: str, count: int = 512, seed: int = 7) -> Path:
+    """Write `coach_warmup_messages` as a parquet (what ``warmup.data`` reads), unless the same set is there."""
+    import pandas as pd
+
+    path = Path(path).expanduser()
+    marker = path.with_suffix(".json")
+    record = {"instruction": instruction, "count": count, "seed": seed}
+    if path.is_file() and marker.is_file() and json.loads(marker.read_text()) == record:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pd.DataFrame({"messages": coach_warmup_messages(instruction, count, seed)}).to_parquet(tmp)
+    tmp.rename(path)
+    marker.write_text(json.dumps(record))
+    return path
+
+
 @dataclass(frozen=True)
 class PretrainSpec:
     """How the toy models are pretrained; the cache key of the pretrained folders."""
@@ -73,6 +132,15 @@ class PretrainSpec:
     batch_size: int = 32
     lr: float = 3e-3
     seed: int = 0
+    # Share of the Player's pretraining answers that carry a slip, and share written unboxed (`noisy_player_target`).
+    player_answer_noise: float = 0.0
+    player_unboxed: float = 0.0
+    # "generic": the Coach learns arithmetic in mixed forms from generic prompts (warm-up needed);
+    # "problems": it learns the Coach instruction → a question directly (no warm-up needed).
+    coach_corpus: str = "problems"
+
+
+Sampler = Callable[[random.Random], tuple[str, str]]
 
 
 def _chat_ids(tokenizer: Any, user: str, assistant: str) -> tuple[list[int], int]:
@@ -83,9 +151,9 @@ def _chat_ids(tokenizer: Any, user: str, assistant: str) -> tuple[list[int], int
     return prompt_ids + answer_ids, len(prompt_ids)
 
 
-def pretrain(model: Any, tokenizer: Any, pairs: list[tuple[str, str]], steps: int, spec: PretrainSpec) -> list[float]:
-    """Supervised next-token training on (user, assistant) pairs, loss on assistant tokens only
-    (on a GPU when there is one; the model is returned on the CPU).
+def pretrain(model: Any, tokenizer: Any, sample: Sampler, steps: int, spec: PretrainSpec) -> list[float]:
+    """Supervised next-token training on (user, assistant) pairs drawn fresh from ``sample`` each
+    step, loss on assistant tokens only (on a GPU when there is one; the model is returned on the CPU).
 
     Returns:
         The loss of every step (mean over assistant tokens of the batch).
@@ -93,11 +161,14 @@ def pretrain(model: Any, tokenizer: Any, pairs: list[tuple[str, str]], steps: in
     rng = random.Random(spec.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # matrices this small gain nothing from threads, which spin on a busy CPU
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / 50) * max(0.1, 1 - i / max(steps, 1)))
     model.train()
     losses = []
     for _ in range(steps):
-        batch = [_chat_ids(tokenizer, *rng.choice(pairs)) for _ in range(spec.batch_size)]
+        batch = [_chat_ids(tokenizer, *sample(rng)) for _ in range(spec.batch_size)]
         width = max(len(ids) for ids, _ in batch)
         input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
         labels = torch.full((len(batch), width), -100)
@@ -110,9 +181,29 @@ def pretrain(model: Any, tokenizer: Any, pairs: list[tuple[str, str]], steps: in
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        schedule.step()
         losses.append(loss.item())
+    torch.set_num_threads(threads)
     model.to("cpu").eval()
     return losses
+
+
+def coach_sampler(instruction: str, corpus: str) -> Sampler:
+    """(user, assistant) pairs of the Coach's pretraining corpus (`PretrainSpec.coach_corpus`)."""
+    if corpus == "problems":
+        return lambda rng: (instruction, make_problem(rng).text)
+    if corpus == "generic":
+        return lambda rng: (rng.choice(GENERIC_PROMPTS), generic_coach_text(make_problem(rng), rng))
+    raise ValueError(f"model.pretrain.coach_corpus: 'problems' or 'generic', got {corpus!r}")
+
+
+def player_sampler(noise: float, unboxed: float = 0.0) -> Sampler:
+    """(problem, answer) pairs of the Player's pretraining, with slips and unboxed answers (`noisy_player_target`)."""
+    def sample(rng: random.Random) -> tuple[str, str]:
+        problem = make_problem(rng)
+        return problem.text, noisy_player_target(problem, rng, noise, unboxed)
+
+    return sample
 
 
 def materialize_toy_models(
@@ -124,27 +215,25 @@ def materialize_toy_models(
 ) -> tuple[Path, Path]:
     """Build, pretrain and save the toy Coach and Player (HF layout), unless cached with the same specs.
 
-    The Coach learns ``coach_instruction`` → a problem; the Player learns problem → ``\\boxed{answer}``,
-    trained only ``player_steps`` steps so that it is right on some problems and wrong on others.
+    The Coach learns arithmetic text (`coach_sampler`); the Player learns problem → ``\\boxed{answer}``
+    with slips (`player_sampler`), so that it is right on some samples and wrong on others.
 
     Returns:
         ``(coach_path, player_path)``.
     """
     record = {"tiny_spec": dict(tiny_spec or TINY_SPEC), "pretrain": asdict(pretrain_spec), "instruction": coach_instruction}
-    rng = random.Random(pretrain_spec.seed)
-    problems = [make_problem(rng) for _ in range(4000)]
     jobs = (
-        (Path(coach_path).expanduser(), [(coach_instruction, p.text) for p in problems], pretrain_spec.coach_steps, 1),
-        (Path(player_path).expanduser(), [(p.text, player_target(p)) for p in problems], pretrain_spec.player_steps, 2),
+        (Path(coach_path).expanduser(), coach_sampler(coach_instruction, pretrain_spec.coach_corpus), pretrain_spec.coach_steps, 1),
+        (Path(player_path).expanduser(), player_sampler(pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed), pretrain_spec.player_steps, 2),
     )
-    for path, pairs, steps, model_seed in jobs:
+    for path, sample, steps, model_seed in jobs:
         marker = path / "cpmobius_toy.json"
         if marker.exists() and json.loads(marker.read_text()) == record:
             continue
         tokenizer = build_char_tokenizer()
         model = build_tiny_qwen2(tokenizer, tiny_spec, seed=model_seed)
         torch.manual_seed(pretrain_spec.seed + model_seed)
-        losses = pretrain(model, tokenizer, pairs, steps, pretrain_spec)
+        losses = pretrain(model, tokenizer, sample, steps, replace(pretrain_spec, seed=pretrain_spec.seed + model_seed))
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         tmp.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(tmp)

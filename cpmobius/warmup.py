@@ -93,6 +93,58 @@ def run_warmup(cfg: Any) -> Path:
     return hf_dir
 
 
+def measure_coach_validity(
+    model_dir: str | os.PathLike, cfg: Any, count: int = 128, seed: int = 0, batch_size: int = 64
+) -> tuple[float, dict[str, int]]:
+    """The share of Coach samples that the Coach-output validator accepts (issue 6's warm-up check).
+
+    Samples ``count`` responses to the Coach prompt (`cpmobius.prompts.coach_prompt`, the chat template
+    of the checkpoint's tokenizer) with the Coach's rollout temperature and response length, directly
+    with HF transformers on the CPU (a diagnostic; the loop samples through verl), and judges each with
+    `cpmobius.coach.find_problem_fault` exactly as `propose_problems` does (a response that hits the
+    length limit is "truncated").
+
+    Returns:
+        ``(valid_frac, rejected)``: the accepted share and the count of each rejection reason.
+    """
+    from collections import Counter
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cpmobius.coach import find_problem_fault
+    from cpmobius.config import policy_config
+    from cpmobius.prompts import coach_prompt
+    from cpmobius.settings import load_settings
+    from cpmobius.verl_ext.stop_tokens import stop_token_ids
+
+    settings = load_settings(cfg).coach
+    rollout = policy_config(cfg, "coach").actor_rollout_ref.rollout
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    prompt = tokenizer.apply_chat_template(coach_prompt(settings.instruction), add_generation_prompt=True, tokenize=False)
+    input_ids = torch.tensor([tokenizer.encode(prompt, add_special_tokens=False)])
+    stops = set(stop_token_ids(tokenizer, None))  # the loop's rule for where a response ends
+    torch.manual_seed(seed)
+    rejected: Counter = Counter()
+    for start in range(0, count, batch_size):
+        rows = min(batch_size, count - start)
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=input_ids.repeat(rows, 1), attention_mask=torch.ones(rows, input_ids.shape[1], dtype=torch.long),
+                max_new_tokens=int(rollout.response_length), do_sample=True, temperature=float(rollout.temperature),
+                top_p=float(rollout.top_p), top_k=0, eos_token_id=sorted(stops), pad_token_id=tokenizer.pad_token_id,
+            )
+        for ids in out[:, input_ids.shape[1]:].tolist():
+            end = next((i for i, token in enumerate(ids) if token in stops), None)
+            finished = end is not None
+            ids = ids[:end] if finished else ids
+            fault = find_problem_fault(tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings)
+            rejected[fault or "valid"] += 1
+    valid = rejected.pop("valid", 0)
+    return valid / count, dict(rejected)
+
+
 def main() -> None:
     import cpmobius.verl_ext  # noqa: F401  (CPU platform registered in this process)
     from cpmobius.verl_ext import install_cpu_engine_fixes, is_cpu_platform

@@ -1,0 +1,108 @@
+"""The training-dynamics plot of a run: one PNG from the run's own metrics (`metrics.jsonl`).
+
+Drawn at the end of `python -m cpmobius.main` (and by ``python -m cpmobius.plots RUN_DIR``): per step,
+the Player's validation accuracy, Δt, the kept fraction and the mean pass rate of the difficulty
+filter, the pseudo-label accuracy (when the ground truth is known, as in the toy world) and the share
+of Coach outputs that were well-formed, the Coach's problem length and the Player's response length
+(the paper reports the trends of the last three). Nothing here computes a metric: every value is read
+from the metric keys `cpmobius.metrics` defines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+# (metric key, panel title, y label); a panel whose key was never logged says so instead of a line.
+PANELS: tuple[tuple[Sequence[str], str, str], ...] = (
+    (("val/accuracy",), "Player validation accuracy", "accuracy"),
+    (("val/delta_t",), "Δt (val. accuracy after − before the update)", "Δt"),
+    (("filter/kept_frac",), "kept fraction (kept / Player groups)", "fraction"),
+    (("filter/pass_rate_mean", "filter/kept_pass_rate_mean"), "mean pass rate (all groups, kept)", "pass rate"),
+    (("pseudo_label/accuracy", "pseudo_label/kept_accuracy"), "pseudo-label accuracy (all, kept)", "accuracy"),
+    (("coach/valid_frac",), "Coach outputs well-formed", "fraction"),
+    (("coach/problem_chars/mean",), "Coach problem length", "characters"),
+    (("player/response_length/mean",), "Player response length", "tokens"),
+)
+PLOT_NAME = "training_dynamics.png"
+
+
+def read_run_metrics(run_dir: str | Path) -> dict[int, dict[str, float]]:
+    """Every step's metrics of a run: ``metrics.<k>.jsonl`` of earlier launches, then ``metrics.jsonl``.
+
+    A later launch's row for a step replaces an earlier one (a resumed run repeats none, but a step
+    re-run after a crash would be logged twice). Rows are verl's file-logger format
+    ``{"step": s, "data": {key: value}}``.
+
+    Returns:
+        step → {metric key → value}, empty when the run logged nothing.
+    """
+    run_dir = Path(run_dir)
+    earlier = sorted(run_dir.glob("metrics.*.jsonl"), key=lambda p: int(re.findall(r"\d+", p.name)[-1]))
+    steps: dict[int, dict[str, float]] = {}
+    for path in [*earlier, run_dir / "metrics.jsonl"]:
+        if not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            steps.setdefault(int(row["step"]), {}).update(row.get("data", {}))
+    return steps
+
+
+def series(steps: dict[int, dict[str, float]], key: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of one metric key, in step order, where it was logged."""
+    points = sorted((s, float(m[key])) for s, m in steps.items() if m.get(key) is not None)
+    return [s for s, _ in points], [v for _, v in points]
+
+
+def plot_training_dynamics(run_dir: str | Path, out_path: Optional[str | Path] = None, title: Optional[str] = None) -> Path:
+    """Write the dynamics PNG of a run (default ``<run_dir>/training_dynamics.png``).
+
+    Raises:
+        FileNotFoundError: when the run holds no metrics at all.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    steps = read_run_metrics(run_dir)
+    if not steps:
+        raise FileNotFoundError(f"no metrics.jsonl rows in {run_dir}")
+    out_path = Path(out_path) if out_path is not None else Path(run_dir) / PLOT_NAME
+    fig, axes = plt.subplots(2, 4, figsize=(16, 6.5), sharex=True)
+    for ax, (keys, panel_title, ylabel) in zip(axes.flat, PANELS):
+        drawn = False
+        for key, style in zip(keys, ("o-", "s--")):
+            xs, ys = series(steps, key)
+            if xs:
+                ax.plot(xs, ys, style, markersize=3, linewidth=1.2, label=key)
+                drawn = True
+        if key == "val/delta_t" and drawn:
+            ax.axhline(0.0, color="grey", linewidth=0.8)
+        if len(keys) > 1 and drawn:
+            ax.legend(fontsize=7)
+        if not drawn:
+            ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="grey")
+        ax.set_title(panel_title, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("step")
+    fig.suptitle(title or f"CPMöbius training dynamics: {run_dir}", fontsize=10)
+    fig.tight_layout()
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_path, dpi=110)
+    plt.close(fig)
+    return out_path
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: python -m cpmobius.plots RUN_DIR [OUT.png]")
+    print(plot_training_dynamics(*sys.argv[1:]))
