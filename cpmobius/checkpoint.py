@@ -103,6 +103,48 @@ def find_latest_checkpoint(root: str | os.PathLike) -> Optional[Path]:
     return path
 
 
+BEST_RECORD = "cpmobius_best.json"
+
+
+def save_best_policy(folder: str | os.PathLike, policy: Any, score: float, step: int) -> Path:
+    """Save ``policy`` as the best one so far, with its score inside the folder, atomically.
+
+    Written into ``.<name>.partial`` and swapped into place (the old copy kept as ``.<name>.previous``
+    until the swap is done): a run killed mid-save keeps the previous best, whole, with its own score.
+
+    Returns:
+        the folder.
+    """
+    folder = Path(folder)
+    partial = folder.with_name(f".{folder.name}.partial")
+    previous = folder.with_name(f".{folder.name}.previous")
+    if partial.exists():
+        shutil.rmtree(partial)
+    policy.save(str(partial.resolve()))
+    _atomic_write_text(partial / BEST_RECORD, json.dumps({"score": score, "step": step}))
+    if folder.exists():
+        if previous.exists():
+            shutil.rmtree(previous)
+        os.replace(folder, previous)
+    os.replace(partial, folder)
+    if previous.exists():
+        shutil.rmtree(previous)
+    return folder
+
+
+def read_best_record(folder: str | os.PathLike) -> Optional[dict]:
+    """``{"score", "step"}`` of the best-policy folder `save_best_policy` wrote, or None when there is none.
+
+    Recovers a save killed between its two renames (the previous copy is put back).
+    """
+    folder = Path(folder)
+    previous = folder.with_name(f".{folder.name}.previous")
+    if not folder.is_dir() and previous.is_dir():
+        os.replace(previous, folder)
+    record = folder / BEST_RECORD
+    return json.loads(record.read_text()) if record.is_file() else None
+
+
 def load_checkpoint(path: str | os.PathLike, policies: dict[str, Any]) -> dict:
     """Load both policies (weights, optimizer, scheduler, RNG) and the driver RNG; return the loop state."""
     path = Path(path)

@@ -251,7 +251,7 @@ class CoachPlayerLoop:
         best_dir = self.output_dir / "best_player"
         if state.best_val is None or score > state.best_val:
             state.best_val, state.steps_without_improvement = score, 0
-            self.player.save(str(best_dir.resolve()))
+            checkpoint.save_best_policy(best_dir, self.player, score, state.step + 1)
         elif self.state.step + 1 >= rb.begin_step:
             state.steps_without_improvement += 1
             if state.steps_without_improvement >= rb.patience and score < state.best_val:
@@ -309,6 +309,12 @@ class CoachPlayerLoop:
         saved = checkpoint.load_checkpoint(path, {"coach": self.coach, "player": self.player})
         self.state = LoopState(**{k: saved[k] for k in LoopState.__dataclass_fields__})
         self.delta.load_state_dict(self.state.delta_tracker)
+        best = checkpoint.read_best_record(self.output_dir / "best_player")
+        if best is not None and best["score"] != self.state.best_val:
+            # CPMöbius: killed after a new best Player was saved but before the step's checkpoint: the
+            # saved weights are the best ones, so their score is the best score (a rollback restores
+            # exactly what best_val describes).
+            self.state.best_val = best["score"]
         print(f"[cpmobius] resumed from {path} at step {self.state.step}", flush=True)
         return True
 

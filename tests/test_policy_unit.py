@@ -1,4 +1,4 @@
-"""`Policy.update` pads odd batches with loss-free rows; the padding must not dilute any loss mode."""
+"""Policy updates and best-Player saves without Ray: padding rows carry no loss; an interrupted save loses nothing."""
 
 from __future__ import annotations
 
@@ -56,3 +56,39 @@ def test_padding_rows_carry_no_loss_and_do_not_count_as_sequences(monkeypatch):
     loss_mask = td["loss_mask"] if "loss_mask" in td.keys() else td["response_mask"]
     per_row = [float(row.sum()) for row in loss_mask.unbind(0)]
     assert per_row[:3] == [4.0, 4.0, 4.0] and per_row[3] == 0.0
+
+
+class FolderPolicy:
+    """Stands in for a Policy: `save` writes a weights file, optionally dying half-way."""
+
+    def __init__(self, weights: str, die: bool = False) -> None:
+        self.weights, self.die = weights, die
+
+    def save(self, path: str) -> None:
+        from pathlib import Path
+
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / "weights.txt").write_text(self.weights[: len(self.weights) // 2] if self.die else self.weights)
+        if self.die:
+            raise KeyboardInterrupt("killed mid-save")
+
+
+def test_best_player_save_is_atomic_and_carries_its_score(tmp_path):
+    import pytest
+
+    from cpmobius.checkpoint import read_best_record, save_best_policy
+
+    best = tmp_path / "best_player"
+    assert read_best_record(best) is None
+    save_best_policy(best, FolderPolicy("weights-of-step-3"), 0.25, 3)
+    assert read_best_record(best) == {"score": 0.25, "step": 3}
+    with pytest.raises(KeyboardInterrupt):
+        save_best_policy(best, FolderPolicy("weights-of-step-7", die=True), 0.5, 7)
+    # the interrupted save left the earlier best whole, with its own score
+    assert (best / "weights.txt").read_text() == "weights-of-step-3" and read_best_record(best)["score"] == 0.25
+    save_best_policy(best, FolderPolicy("weights-of-step-9"), 0.75, 9)
+    assert (best / "weights.txt").read_text() == "weights-of-step-9" and read_best_record(best) == {"score": 0.75, "step": 9}
+    # killed between the two renames: the previous copy is put back
+    best.rename(tmp_path / ".best_player.previous")
+    assert read_best_record(best) == {"score": 0.75, "step": 9} and (best / "weights.txt").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best_player"]
