@@ -185,6 +185,14 @@ def pretrain(model: Any, tokenizer: Any, sample: Sampler, steps: int, spec: Pret
         losses.append(loss.item())
     torch.set_num_threads(threads)
     model.to("cpu").eval()
+    if device.type == "cuda":
+        # The driver keeps no GPU memory that the policies' workers and engines need (on the H200 run,
+        # 37 GiB of optimizer state and cached blocks stayed behind).
+        del optimizer, schedule
+        import gc
+
+        gc.collect()
+        torch.cuda.empty_cache()
     return losses
 
 
