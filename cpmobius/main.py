@@ -96,6 +96,8 @@ def prepare_models(cfg: DictConfig, settings: Any) -> None:
     if cfg.model.get("name") == "tiny":
         from cpmobius.toy_world import PretrainSpec, materialize_toy_models, write_coach_warmup_data
 
+        print("[cpmobius] toy world: building the tiny Coach and Player (pretrained once, about 2 minutes on "
+              f"2 cores; cached in {cfg.model.cache_dir})", flush=True)
         materialize_toy_models(
             cfg.model.coach_path,
             cfg.model.player_path,

@@ -78,6 +78,7 @@ def run_warmup(cfg: Any) -> Path:
     output = Path(cfg.trainer.default_local_dir) / "coach_warmup"
     tracker = output / "latest_checkpointed_iteration.txt"
     if not tracker.is_file():
+        print(f"[cpmobius] Coach warm-up: SFT through verl's SFT trainer on {data} (log: {output / 'sft.log'})", flush=True)
         output.mkdir(parents=True, exist_ok=True)
         nproc = int(cfg.trainer.n_gpus_per_node) if cfg.backend.platform != "cpu" else 1
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",

@@ -1,0 +1,62 @@
+"""Write the evaluation benchmarks as ``<out>/<name>/<name>.jsonl`` (the layout training validation,
+``prepare_warmup_data.py --eval-dir`` and ``python -m cpmobius.evaluate --data-dir`` read).
+
+    python scripts/fetch_benchmarks.py --out data/eval                     # from the Hugging Face hub
+    python scripts/fetch_benchmarks.py --out data/eval --source local --data-dir /path/to/copies
+
+Rows are the uniform schema of `cpmobius.eval_data` (``id``, ``problem``, ``answer``, ``alt_answers``,
+``answer_upstream``); the hub ids are `cpmobius.eval_data.HUB_SOURCES`. A benchmark already written is
+kept unless ``--force``; each file is written to a temporary name and renamed, so an interrupted run
+leaves no half-written benchmark. Exit 2 with one line on an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from cpmobius.eval_data import BENCHMARKS, load_benchmark  # noqa: E402
+
+
+def write_benchmark(name: str, rows: list[dict], out: Path) -> Path:
+    """Write ``rows`` to ``out/<name>/<name>.jsonl`` atomically; return the path."""
+    path = out / name / f"{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with tmp.open("w") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("data/eval"), help="output folder (default: data/eval)")
+    parser.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS), choices=list(BENCHMARKS))
+    parser.add_argument("--source", choices=["hub", "local"], default="hub")
+    parser.add_argument("--data-dir", type=Path, default=None, help="with --source local: folder of <name>/<name>.jsonl")
+    parser.add_argument("--force", action="store_true", help="rewrite benchmarks already in --out")
+    args = parser.parse_args(argv)
+    for name in args.benchmarks:
+        target = args.out / name / f"{name}.jsonl"
+        if target.is_file() and not args.force:
+            print(f"{name}: kept {target}")
+            continue
+        try:
+            rows = load_benchmark(name, args.data_dir, source=args.source)
+        except Exception as error:  # hub unreachable, missing file, malformed rows: one line, no traceback
+            print(f"fetch_benchmarks: {name}: {type(error).__name__}: {error}", file=sys.stderr)
+            return 2
+        print(f"{name}: {len(rows)} problems -> {write_benchmark(name, rows, args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
