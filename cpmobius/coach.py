@@ -141,12 +141,12 @@ def propose_problems(coach: Any, settings: CoachSettings, count: int) -> tuple[l
         the count of each rejection reason.
     """
     batch = coach.generate([coach_prompt(settings.instruction)] * count, n=1)
-    tokenizer = coach.tokenizer
+    tokenizer, stops = coach.tokenizer, coach.stop_token_ids
     problems = []
     for row in range(count):
         mask = batch.batch["response_mask"][row].bool()
         ids = batch.batch["responses"][row][mask].tolist()
-        finished = bool(ids) and ids[-1] in coach.stop_token_ids
+        finished = bool(ids) and ids[-1] in stops
         text = tokenizer.decode(ids, skip_special_tokens=True)
         problem = Problem(text=text.strip(), coach_row=row, response_tokens=len(ids))
         if settings.validate:

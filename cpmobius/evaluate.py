@@ -60,6 +60,7 @@ from cpmobius.eval_data import ANSWER_KEYS, BENCHMARKS, STOP_STRINGS, encode_pro
 from cpmobius.eval_report import PAPER_RESULTS, markdown_table, paper_model_for, table_notes, write_results
 from cpmobius.evaluation import AVG_BENCHMARKS, DEFAULT_K, GRADERS, read_completions, score_run
 from cpmobius.grading import GradingError
+from cpmobius.jsonl import write_jsonl
 
 DEFAULT_OUT = "outputs/eval"
 
@@ -134,10 +135,7 @@ def _load_existing(path: Path, expected: Mapping[str, Mapping[str, int]]) -> dic
             print(f"[evaluate] {path}: dropping {len(recs)} responses of {bench!r} (incomplete or other k/problems)",
                   file=sys.stderr)
     if sum(len(r) for r in kept.values()) != len(lines):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for rs in kept.values() for r in rs),
-                       encoding="utf-8")
-        os.replace(tmp, path)
+        write_jsonl(path, [r for rs in kept.values() for r in rs])
     return complete
 
 

@@ -1,10 +1,13 @@
 """JSON-lines reading shared by every reader in the project (benchmarks, validation sets, completion
-files, warm-up sources, the grader's command line): one place decides what a malformed line is."""
+files, warm-up sources, the grader's command line): one place decides what a malformed line is; and
+the one whole-file writer."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Iterator
+import os
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
 
 
 class JSONLineError(ValueError):
@@ -37,3 +40,15 @@ def json_objects(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(value, dict):
             raise JSONLineError(line_no, f"expected a JSON object, got {type(value).__name__}")
         yield line_no, value
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Write ``rows`` as UTF-8 JSON lines (non-ASCII kept as is) to ``path``, atomically: into a
+    temporary file beside it, then renamed over it, so a reader never sees half a file. Creates the
+    parent folder. Returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

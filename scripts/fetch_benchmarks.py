@@ -13,8 +13,6 @@ leaves no half-written benchmark. Exit 2 with one line on an error.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -22,18 +20,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cpmobius.eval_data import BENCHMARKS, load_benchmark  # noqa: E402
+from cpmobius.jsonl import write_jsonl  # noqa: E402
 
 
 def write_benchmark(name: str, rows: list[dict], out: Path) -> Path:
     """Write ``rows`` to ``out/<name>/<name>.jsonl`` atomically; return the path."""
-    path = out / name / f"{name}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("w") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_jsonl(out / name / f"{name}.jsonl", rows)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,22 +26,19 @@ from cpmobius.eval_generation import (
     vllm_sampling_kwargs,
 )
 from cpmobius.evaluate import main
+from cpmobius.eval_data import default_data_dir
+from cpmobius.jsonl import write_jsonl
 from cpmobius.evaluation import AVG_BENCHMARKS, score_completions, score_run
 from cpmobius.grading import GradingError
 from cpmobius.tiny_models import build_char_tokenizer
 
-QWEN_TOKENIZER = Path(__file__).resolve().parents[2] / "shared" / "data" / "tokenizers" / "qwen2.5-instruct"
+QWEN_TOKENIZER = default_data_dir().parent / "tokenizers" / "qwen2.5-instruct"
 HUGE = "\\boxed{9^{9^{9^{9}}}}"  # an astronomically large power: the grader reports "timeout" at once
 
 
 def boxed(answer: str) -> str:
     return f"So the answer is $\\boxed{{{answer}}}$."
 
-
-def write_jsonl(path: Path, rows) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def fixture_data(root: Path, golds: dict[str, list[str]]) -> Path:

@@ -19,6 +19,7 @@ from cpmobius.eval_data import (
 )
 from cpmobius.evaluate import main, model_label, parse_k
 from cpmobius.eval_report import paper_model_for
+from cpmobius.jsonl import write_jsonl
 from cpmobius.evaluation import default_data_dir
 
 SHARED_EVAL = default_data_dir()
@@ -28,11 +29,6 @@ needs_shared = pytest.mark.skipif(not (SHARED_EVAL / "aime24" / "aime24.jsonl").
 def boxed(answer: str) -> str:
     return f"Reasoning. So the answer is $\\boxed{{{answer}}}$."
 
-
-def write_jsonl(path: Path, rows) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def fixture_data(root: Path, golds: dict[str, list[str]]) -> Path:

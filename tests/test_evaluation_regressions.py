@@ -15,15 +15,11 @@ import pytest
 from cpmobius.eval_report import PAPER_RESULTS
 from cpmobius import evaluate
 from cpmobius.evaluate import main, model_label, parse_k
+from cpmobius.jsonl import write_jsonl
 from cpmobius.evaluation import ProblemScores, score_completions, summarise
 
 BENCHES = ("aime24", "aime25", "amc", "math500", "minerva_math", "olympiadbench")
 
-
-def write_jsonl(path: Path, rows) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def fixture_data(root: Path, golds: dict[str, list[str]]) -> Path:

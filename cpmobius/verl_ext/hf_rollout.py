@@ -35,7 +35,7 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutMode, RolloutReplica, TokenOutput
 
 from cpmobius.verl_ext.naming import server_name_prefix
-from cpmobius.verl_ext.stop_tokens import stop_token_ids
+from cpmobius.verl_ext.stop_tokens import stop_token_ids, token_id_list
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +53,6 @@ def _torch_dtype(name: str) -> torch.dtype:
     return {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}.get(
         str(name), torch.float32
     )
-
-
-def _as_id_list(value: Any) -> list[int]:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple, set)):
-        return [int(v) for v in value]
-    return [int(value)]
 
 
 @dataclass(frozen=True)
@@ -220,9 +212,9 @@ class HFGenerationServer:
             budget = self.config.prompt_length + self.config.response_length - prompt_len
             max_tokens = min(self.config.response_length, budget)
         max_tokens = max(1, int(max_tokens))
-        stop_ids = set(self.default_stop_ids) | set(_as_id_list(params.get("stop_token_ids")))
+        stop_ids = set(self.default_stop_ids) | set(token_id_list(params.get("stop_token_ids")))
         if params.get("ignore_eos", False):
-            stop_ids = set(_as_id_list(params.get("stop_token_ids")))
+            stop_ids = set(token_id_list(params.get("stop_token_ids")))
         top_k = int(params.get("top_k", -1) or -1)
         return SamplingKey(
             temperature=float(params.get("temperature", 1.0)),

@@ -17,7 +17,8 @@ from typing import Any, Optional
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>")
 
 
-def _ids(value: Any) -> list[int]:
+def token_id_list(value: Any) -> list[int]:
+    """An id, a collection of ids or None (as tokenizers and generation configs give them), as a list."""
     if value is None:
         return []
     if isinstance(value, (list, tuple, set)):
@@ -37,7 +38,8 @@ def stop_token_ids(tokenizer: Any, generation_config: Optional[Any] = None) -> t
         The union of the generation config's EOS ids, the tokenizer's EOS id and the id of every
         `END_OF_TURN_TOKENS` entry that is in the vocabulary and written by the chat template.
     """
-    ids = set(_ids(getattr(generation_config, "eos_token_id", None))) | set(_ids(tokenizer.eos_token_id))
+    ids = set(token_id_list(getattr(generation_config, "eos_token_id", None)))
+    ids |= set(token_id_list(tokenizer.eos_token_id))
     template = getattr(tokenizer, "chat_template", None) or ""
     for token in END_OF_TURN_TOKENS:
         if token in template:
