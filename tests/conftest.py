@@ -30,6 +30,23 @@ def model_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cpmobius_models")
 
 
+@pytest.fixture
+def benchmark_dir(tmp_path):
+    """Factory: ``benchmark_dir({bench: [gold, ...]})`` writes ``tmp_path/data/<bench>/<bench>.jsonl``
+    (problem i of ``bench`` has id ``<bench>-i`` and answer ``golds[bench][i]``) and returns ``tmp_path/data``."""
+    from cpmobius.jsonl import write_jsonl
+
+    def make(golds: dict[str, list[str]]) -> Path:
+        root = tmp_path / "data"
+        for bench, answers in golds.items():
+            write_jsonl(root / bench / f"{bench}.jsonl",
+                        [{"id": f"{bench}-{i}", "problem": f"Problem {i}?", "answer": a, "alt_answers": []}
+                         for i, a in enumerate(answers)])
+        return root
+
+    return make
+
+
 # --------------------------------------------------------------------------- two policies on verl
 
 

@@ -41,14 +41,6 @@ def boxed(answer: str) -> str:
 
 
 
-def fixture_data(root: Path, golds: dict[str, list[str]]) -> Path:
-    """Problem i of `bench` is `<bench>-i` with answer golds[bench][i]."""
-    for bench, answers in golds.items():
-        write_jsonl(root / bench / f"{bench}.jsonl",
-                    [{"id": f"{bench}-{i}", "problem": f"Problem {i}?", "answer": a, "alt_answers": []}
-                     for i, a in enumerate(answers)])
-    return root
-
 
 def records(bench: str, responses: dict[int, list[str]]) -> list[dict]:
     return [{"benchmark": bench, "problem_id": f"{bench}-{i}", "sample": j, "response": r}
@@ -67,11 +59,11 @@ def score(tmp_path: Path, recs: list[dict], data: Path, *extra: str) -> tuple[in
 
 
 @pytest.fixture
-def six_benchmarks(tmp_path):
+def six_benchmarks(tmp_path, benchmark_dir):
     """Every Avg benchmark with problems answered 1, 2 (and aime24 a third problem, answer 3)."""
     golds = {b: ["1", "2"] for b in AVG_BENCHMARKS}
     golds["aime24"] = ["1", "2", "3"]
-    return fixture_data(tmp_path / "data", golds)
+    return benchmark_dir(golds)
 
 
 def _all_right_but_aime24_problem_2() -> list[dict]:
@@ -174,8 +166,8 @@ def test_limit_run_is_complete_for_its_slice(tmp_path, six_benchmarks, monkeypat
 # ----------------------------------------------------------------------------- 2. uneven responses per problem
 
 
-def test_uneven_responses_are_an_error(tmp_path, capsys):
-    data = fixture_data(tmp_path / "data", {"aime24": ["1", "2", "3"]})
+def test_uneven_responses_are_an_error(tmp_path, capsys, benchmark_dir):
+    data = benchmark_dir({"aime24": ["1", "2", "3"]})
     recs = records("aime24", {0: [boxed("1")] * 3, 1: [boxed("2")] * 2, 2: [boxed("3")] * 3})
     code, _ = score(tmp_path, recs, data)
     assert code == 2
@@ -184,8 +176,8 @@ def test_uneven_responses_are_an_error(tmp_path, capsys):
     assert "aime24-0" not in err and "--allow-uneven-k" in err and "Traceback" not in err
 
 
-def test_uneven_responses_accepted_and_reported(tmp_path):
-    data = fixture_data(tmp_path / "data", {"aime24": ["1", "2"]})
+def test_uneven_responses_accepted_and_reported(tmp_path, benchmark_dir):
+    data = benchmark_dir({"aime24": ["1", "2"]})
     # Problem 0: 1 of 3 right; problem 1: 2 of 2 right → avg@k = (1/3 + 1) / 2 = 66.67;
     # pass@2 (k = n_min = 2): problem 0: 1 − C(2, 2)/C(3, 2) = 2/3, problem 1: 1 → 83.33.
     recs = records("aime24", {0: [boxed("1"), boxed("5"), boxed("6")], 1: [boxed("2")] * 2})
@@ -201,10 +193,10 @@ def test_uneven_responses_accepted_and_reported(tmp_path):
 # ----------------------------------------------------------------------------- 3. grading failures
 
 
-def test_grading_failures_counted(tmp_path):
+def test_grading_failures_counted(tmp_path, benchmark_dir):
     # Problem 0 (gold 1): right, then a timeout; problem 1 (gold ""): an invalid gold → grader error on
     # both; problem 2 (gold 3): a wrong verdict ("ok") and no answer.
-    data = fixture_data(tmp_path / "data", {"aime24": ["1", "", "3"], "amc": ["1"]})
+    data = benchmark_dir({"aime24": ["1", "", "3"], "amc": ["1"]})
     recs = (records("aime24", {0: [boxed("1"), HUGE], 1: [boxed("2"), "no box"], 2: [boxed("4"), "no box"]})
             + records("amc", {0: [boxed("1")] * 2}))
     code, result = score(tmp_path, recs, data)
@@ -219,14 +211,14 @@ def test_grading_failures_counted(tmp_path):
     assert "Grading failures (responses, counted wrong): AIME24 1 timeouts, 2 errors." in table
 
 
-def test_grading_failures_none_line(tmp_path):
-    data = fixture_data(tmp_path / "data", {"aime24": ["1"]})
+def test_grading_failures_none_line(tmp_path, benchmark_dir):
+    data = benchmark_dir({"aime24": ["1"]})
     code, _ = score(tmp_path, records("aime24", {0: [boxed("1")]}), data)
     assert code == 0 and "Grading failures: none." in (tmp_path / "scored" / "results.md").read_text()
 
 
-def test_all_grades_failed_refuses_to_report(tmp_path, capsys):
-    data = fixture_data(tmp_path / "data", {"aime24": ["1", "2"], "amc": ["1"]})
+def test_all_grades_failed_refuses_to_report(tmp_path, capsys, benchmark_dir):
+    data = benchmark_dir({"aime24": ["1", "2"], "amc": ["1"]})
     recs = records("aime24", {0: [HUGE], 1: [HUGE]}) + records("amc", {0: [boxed("1")]})
     code, _ = score(tmp_path, recs, data)
     assert code == 1

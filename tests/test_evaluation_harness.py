@@ -31,20 +31,12 @@ def boxed(answer: str) -> str:
 
 
 
-def fixture_data(root: Path, golds: dict[str, list[str]]) -> Path:
-    """A data dir with one benchmark folder per key; problem i of `bench` is `<bench>-i` with answer golds[bench][i]."""
-    for bench, answers in golds.items():
-        write_jsonl(root / bench / f"{bench}.jsonl",
-                    [{"id": f"{bench}-{i}", "problem": f"Problem {i}?", "answer": a, "alt_answers": []}
-                     for i, a in enumerate(answers)])
-    return root
-
 
 # ----------------------------------------------------------------------------- scoring mode, hand cases
 
 
-def test_scoring_cli_hand_computed(tmp_path, capsys):
-    data = fixture_data(tmp_path / "data", {"aime24": ["204", "10", "7"]})
+def test_scoring_cli_hand_computed(tmp_path, capsys, benchmark_dir):
+    data = benchmark_dir({"aime24": ["204", "10", "7"]})
     responses = {
         # correct [T, T, F, F] → avg 2/4; pass@4 = 1; vote 204 ×2, 205 ×1 → label 204 → maj correct.
         "aime24-0": [boxed("204"), boxed("204"), boxed("205"), "no box"],
@@ -64,11 +56,11 @@ def test_scoring_cli_hand_computed(tmp_path, capsys):
     assert "| ours avg@k | 25.0 [" in capsys.readouterr().out
 
 
-def _six_benchmark_completions(tmp_path: Path) -> tuple[Path, Path]:
+def _six_benchmark_completions(tmp_path: Path, benchmark_dir) -> tuple[Path, Path]:
     """Two problems per benchmark; problem 0 right in m of 4 responses, problem 1 likewise (equal
     per-problem scores, so every CI is a single point): m = 4, 0, 2, 3, 1, 4 for the six benchmarks."""
     right = {"aime24": 4, "aime25": 0, "amc": 2, "math500": 3, "minerva_math": 1, "olympiadbench": 4}
-    data = fixture_data(tmp_path / "data", {b: ["5", "6"] for b in right})
+    data = benchmark_dir({b: ["5", "6"] for b in right})
     lines = []
     for bench, m in right.items():
         for i, gold in enumerate(["5", "6"]):
@@ -78,8 +70,8 @@ def _six_benchmark_completions(tmp_path: Path) -> tuple[Path, Path]:
     return write_jsonl(tmp_path / "out" / "completions.jsonl", lines), data
 
 
-def test_table_from_fixed_completions(tmp_path):
-    completions, data = _six_benchmark_completions(tmp_path)
+def test_table_from_fixed_completions(tmp_path, benchmark_dir):
+    completions, data = _six_benchmark_completions(tmp_path, benchmark_dir)
     assert main(["--completions", str(completions), "--data-dir", str(data), "--paper-model", "qwen2p5_math_1p5b",
                  "--bootstrap", "50"]) == 0
     lines = (completions.parent / "results.md").read_text().splitlines()
@@ -95,10 +87,10 @@ def test_table_from_fixed_completions(tmp_path):
     assert (completions.parent / "grader_disagreements.md").exists()
 
 
-def test_grader_report_lists_released_strip_quirk(tmp_path):
+def test_grader_report_lists_released_strip_quirk(tmp_path, benchmark_dir):
     # Released grader: `.strip("The final answer is ")` strips the character set, so "2\pi" → "2\p" (wrong);
     # ours accepts it. Problem 1 is judged alike by both (a plain integer).
-    data = fixture_data(tmp_path / "data", {"math500": ["2\\pi", "12"]})
+    data = benchmark_dir({"math500": ["2\\pi", "12"]})
     completions = write_jsonl(tmp_path / "c.jsonl", [
         {"benchmark": "math500", "problem_id": "math500-0", "response": boxed("2\\pi")},
         {"benchmark": "math500", "problem_id": "math500-1", "response": boxed("12")}])
@@ -121,8 +113,8 @@ def test_grader_report_lists_released_strip_quirk(tmp_path):
     (["--data-file", "nope"], "--data-file"),
     (["--paper-model", "gpt"], "--paper-model"),
 ])
-def test_bad_arguments_exit_2(tmp_path, capsys, argv, message):
-    data = fixture_data(tmp_path / "data", {"aime24": ["1"]})
+def test_bad_arguments_exit_2(tmp_path, capsys, argv, message, benchmark_dir):
+    data = benchmark_dir({"aime24": ["1"]})
     completions = write_jsonl(tmp_path / "c.jsonl", [{"benchmark": "aime24", "problem_id": "aime24-0", "response": "x"}])
     if argv[0] == "--k":
         argv = ["--model", str(tmp_path / "no-model"), "--benchmarks", "aime24", "--data-dir", str(data)] + argv

@@ -22,13 +22,6 @@ BENCHES = ("aime24", "aime25", "amc", "math500", "minerva_math", "olympiadbench"
 
 
 
-def fixture_data(root: Path, golds: dict[str, list[str]]) -> Path:
-    for bench, answers in golds.items():
-        write_jsonl(root / bench / f"{bench}.jsonl",
-                    [{"id": f"{bench}-{i}", "problem": f"Problem {i}?", "answer": a, "alt_answers": []}
-                     for i, a in enumerate(answers)])
-    return root
-
 
 def records(bench: str, pid: str, responses, **extra) -> list[dict]:
     return [{"benchmark": bench, "problem_id": pid, "response": r, **extra} for r in responses]
@@ -104,8 +97,8 @@ def test_degenerate_ci_equals_point_estimate():
 
 @pytest.mark.regression("--bootstrap 0 crashed with IndexError in the percentile")
 @pytest.mark.parametrize("value", ["0", "-3"])
-def test_bootstrap_must_be_positive(tmp_path, capsys, value):
-    data = fixture_data(tmp_path / "data", {"aime24": ["7"]})
+def test_bootstrap_must_be_positive(tmp_path, capsys, value, benchmark_dir):
+    data = benchmark_dir({"aime24": ["7"]})
     c = write_jsonl(tmp_path / "c.jsonl", records("aime24", "aime24-0", ["\\boxed{7}"]))
     assert main(["--completions", str(c), "--data-dir", str(data), "--out", str(tmp_path / "o"),
                  "--bootstrap", value]) == 2
@@ -118,8 +111,8 @@ def test_bootstrap_must_be_positive(tmp_path, capsys, value):
 
 
 @pytest.mark.regression("a folder or non-UTF-8 file given to --completions: traceback / no file:line")
-def test_completions_path_errors_exit_2(tmp_path, capsys):
-    data = fixture_data(tmp_path / "data", {"aime24": ["7"]})
+def test_completions_path_errors_exit_2(tmp_path, capsys, benchmark_dir):
+    data = benchmark_dir({"aime24": ["7"]})
     assert main(["--completions", str(tmp_path / "data"), "--data-dir", str(data), "--out", str(tmp_path / "o")]) == 2
     assert "Is a directory" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
@@ -131,8 +124,8 @@ def test_completions_path_errors_exit_2(tmp_path, capsys):
 
 
 @pytest.mark.regression("the same completions given twice (or a duplicated line) doubled n silently")
-def test_duplicate_completions_rejected(tmp_path, capsys):
-    data = fixture_data(tmp_path / "data", {"aime24": ["7"]})
+def test_duplicate_completions_rejected(tmp_path, capsys, benchmark_dir):
+    data = benchmark_dir({"aime24": ["7"]})
     recs = [dict(r, sample=j, model="m") for j, r in enumerate(records("aime24", "aime24-0", ["\\boxed{7}", "x"]))]
     c = write_jsonl(tmp_path / "c.jsonl", recs)
     argv = ["--data-dir", str(data), "--out", str(tmp_path / "o")]
@@ -148,8 +141,8 @@ def test_duplicate_completions_rejected(tmp_path, capsys):
 
 
 # Guard for the scoring reader (it splits on "\n" only, as the resume reader now does).
-def test_line_separator_inside_response(tmp_path):
-    data = fixture_data(tmp_path / "data", {"aime24": ["7"]})
+def test_line_separator_inside_response(tmp_path, benchmark_dir):
+    data = benchmark_dir({"aime24": ["7"]})
     c = write_jsonl(tmp_path / "c.jsonl", records("aime24", "aime24-0", ["a\u2028b\x85 \\boxed{7}"]))
     assert "\u2028" in c.read_text(encoding="utf-8")  # written raw by ensure_ascii=False, as the harness does
     assert main(["--completions", str(c), "--data-dir", str(data), "--out", str(tmp_path / "o")]) == 0
@@ -226,53 +219,53 @@ def fake_generation(monkeypatch):
     return _FakeGenerator.calls
 
 
-def _gen_argv(tmp_path: Path, model: str, *benches: str, k: tuple = ("2",)) -> list[str]:
-    data = fixture_data(tmp_path / "data", {b: ["7", "8"] for b in BENCHES})
+def _gen_argv(tmp_path: Path, model: str, *benches: str, k: tuple = ("2",), benchmark_dir) -> list[str]:
+    data = benchmark_dir({b: ["7", "8"] for b in BENCHES})
     return ["--model", str(tmp_path / model), "--label", "m", "--benchmarks", *benches, "--k", *k,
             "--data-dir", str(data), "--bootstrap", "10", "--out", str(tmp_path / "out")]
 
 
 @pytest.mark.regression("resume: benchmarks not asked for this time were deleted from completions.jsonl")
-def test_resume_keeps_other_benchmarks(tmp_path, fake_generation, capsys):
+def test_resume_keeps_other_benchmarks(tmp_path, fake_generation, capsys, benchmark_dir):
     path = tmp_path / "out" / "m" / "completions.jsonl"
-    assert main(_gen_argv(tmp_path, "model", "aime24", "amc")) == 0
+    assert main(_gen_argv(tmp_path, "model", "aime24", "amc", benchmark_dir=benchmark_dir)) == 0
     first = path.read_text(encoding="utf-8")
-    assert main(_gen_argv(tmp_path, "model", "math500")) == 0
+    assert main(_gen_argv(tmp_path, "model", "math500", benchmark_dir=benchmark_dir)) == 0
     text = path.read_text(encoding="utf-8")
     assert text.startswith(first)  # aime24 and amc kept as they were
     benches = [json.loads(line)["benchmark"] for line in text.split("\n") if line]
     assert benches.count("aime24") == benches.count("amc") == benches.count("math500") == 4
     # Asking for all three again generates nothing (U+2028 in the responses does not break the lines).
     fake_generation.clear()
-    assert main(_gen_argv(tmp_path, "model", "aime24", "amc", "math500")) == 0
+    assert main(_gen_argv(tmp_path, "model", "aime24", "amc", "math500", benchmark_dir=benchmark_dir)) == 0
     assert fake_generation == [] and path.read_text(encoding="utf-8") == text
     assert "Traceback" not in capsys.readouterr().err
 
 
 @pytest.mark.regression("resume: responses holding U+2028 were split by str.splitlines, taken for torn lines and "
                         "their complete benchmark generated again on every rerun")
-def test_resume_torn_line_and_changed_k(tmp_path, fake_generation):
+def test_resume_torn_line_and_changed_k(tmp_path, fake_generation, benchmark_dir):
     path = tmp_path / "out" / "m" / "completions.jsonl"
-    assert main(_gen_argv(tmp_path, "model", "aime24", "amc")) == 0
+    assert main(_gen_argv(tmp_path, "model", "aime24", "amc", benchmark_dir=benchmark_dir)) == 0
     lines = path.read_text(encoding="utf-8").split("\n")[:-1]
     path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:15], encoding="utf-8")  # crash mid-write of amc
     fake_generation.clear()
-    assert main(_gen_argv(tmp_path, "model", "aime24", "amc")) == 0
+    assert main(_gen_argv(tmp_path, "model", "aime24", "amc", benchmark_dir=benchmark_dir)) == 0
     assert [c[0] for c in fake_generation] == ["m amc"]
     assert path.read_text(encoding="utf-8").split("\n")[:-1] == lines
     fake_generation.clear()
-    assert main(_gen_argv(tmp_path, "model", "aime24", "amc", k=("2", "aime24=3"))) == 0
+    assert main(_gen_argv(tmp_path, "model", "aime24", "amc", k=("2", "aime24=3"), benchmark_dir=benchmark_dir)) == 0
     assert fake_generation == [("m aime24", 2, 3)]
     result = json.loads((tmp_path / "out" / "m" / "results.json").read_text())["summary"]
     assert result["aime24"]["k"] == 3 and result["amc"]["k"] == 2
 
 
 @pytest.mark.regression("a run that failed to load its model locked the folder for the corrected model path")
-def test_failed_start_does_not_lock_folder(tmp_path, fake_generation, capsys):
-    assert main(_gen_argv(tmp_path, "missing-model", "aime24")) == 2
+def test_failed_start_does_not_lock_folder(tmp_path, fake_generation, capsys, benchmark_dir):
+    assert main(_gen_argv(tmp_path, "missing-model", "aime24", benchmark_dir=benchmark_dir)) == 2
     err = capsys.readouterr().err
     assert "no model at this path" in err and "Traceback" not in err
-    assert main(_gen_argv(tmp_path, "model", "aime24")) == 0
+    assert main(_gen_argv(tmp_path, "model", "aime24", benchmark_dir=benchmark_dir)) == 0
     # With responses in the folder, another model is still refused.
-    assert main(_gen_argv(tmp_path, "model-2", "aime24")) == 2
+    assert main(_gen_argv(tmp_path, "model-2", "aime24", benchmark_dir=benchmark_dir)) == 2
     assert "another --out" in capsys.readouterr().err
