@@ -14,7 +14,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from cpmobius.config import CONFIG_DIR, CONFIG_NAME, apply_env_to_driver, build_policy_configs, ray_init_kwargs
+from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME, apply_env_to_driver, build_policy_configs, ray_init_kwargs
 from cpmobius.settings import load_settings
 
 TABLE_COLUMNS = (
@@ -137,9 +137,9 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
             cfg.model.coach_path = str(coach_start)
         configs = build_policy_configs(cfg)  # the Coach now starts from the warm-up output
     apply_env_to_driver(cfg)
-    import cpmobius.verl_ext  # noqa: F401  (platform and rollout registered in the driver too)
+    import cpmobius.engine.extensions  # noqa: F401  (platform and rollout registered in the driver too)
+    from cpmobius.engine.policy import EngineGuard, Policy, make_resource_pool
     from cpmobius.loop import CoachPlayerLoop
-    from cpmobius.policy import EngineGuard, Policy, make_resource_pool
     from cpmobius.toy_world import solve
 
     if not ray.is_initialized():
@@ -188,7 +188,7 @@ def run(cfg: DictConfig) -> Any:
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name=CONFIG_NAME, version_base=None)
 def main(cfg: DictConfig) -> None:
-    from cpmobius.config import ConfigError
+    from cpmobius.engine.config import ConfigError
 
     try:
         run(cfg)
@@ -205,7 +205,7 @@ def print_validated_config(argv: list[str]) -> int:
     """
     from omegaconf import OmegaConf
 
-    from cpmobius.config import ConfigError, compose_config
+    from cpmobius.engine.config import ConfigError, compose_config
 
     overrides = [arg for arg in argv if not arg.startswith("-") and arg not in ("job", "all", "hydra")]
     try:

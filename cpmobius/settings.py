@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.config import ConfigError
+from cpmobius.engine.config import ConfigError
 
 COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from cpmobius.config import ConfigError
+from cpmobius.engine.config import ConfigError
 from cpmobius.grading import check_batch, grade_batch
 from cpmobius.jsonl import JSONLineError, json_objects
 from cpmobius.prompts import player_prompt

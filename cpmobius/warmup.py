@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cpmobius.config import ConfigError, worker_env_vars
+from cpmobius.engine.config import ConfigError, worker_env_vars
 
 
 def _gloo_process_group(timeout_second: int = 36000) -> tuple[int, int, int]:
@@ -114,10 +114,10 @@ def measure_coach_validity(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cpmobius.coach import find_problem_fault
-    from cpmobius.config import policy_config
+    from cpmobius.engine.config import policy_config
+    from cpmobius.engine.stop_tokens import stop_token_ids
     from cpmobius.prompts import coach_prompt
     from cpmobius.settings import load_settings
-    from cpmobius.verl_ext.stop_tokens import stop_token_ids
 
     settings = load_settings(cfg).coach
     rollout = policy_config(cfg, "coach").actor_rollout_ref.rollout
@@ -147,8 +147,8 @@ def measure_coach_validity(
 
 
 def main() -> None:
-    import cpmobius.verl_ext  # noqa: F401  (CPU platform registered in this process)
-    from cpmobius.verl_ext import install_cpu_engine_fixes, is_cpu_platform
+    import cpmobius.engine.extensions  # noqa: F401  (CPU platform registered in this process)
+    from cpmobius.engine.cpu_platform import install_cpu_engine_fixes, is_cpu_platform
 
     if is_cpu_platform():
         import verl.utils.distributed as distributed

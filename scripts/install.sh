@@ -24,4 +24,4 @@ constraints="$(mktemp)"
 trap 'rm -f "$constraints"' EXIT
 python -c "import torch; print('torch==' + torch.__version__)" > "$constraints"
 PIP_CONSTRAINT="$constraints" python -m pip install -e ".[test]"
-python -c "import torch, verl, cpmobius.verl_ext; print('cpmobius installed: torch', torch.__version__, '| verl', verl.__version__)"
+python -c "import torch, verl, cpmobius.engine.extensions; print('cpmobius installed: torch', torch.__version__, '| verl', verl.__version__)"

@@ -59,15 +59,15 @@ def start_two_policies(overrides: list[str], tiny_spec: dict | None = None):
 
     import ray
 
-    from cpmobius.config import apply_env_to_driver, build_policy_configs, compose_config, ray_init_kwargs
-    from cpmobius.policy import EngineGuard, Policy, make_resource_pool
+    from cpmobius.engine.config import apply_env_to_driver, build_policy_configs, compose_config, ray_init_kwargs
+    from cpmobius.engine.policy import EngineGuard, Policy, make_resource_pool
     from cpmobius.tiny_models import materialize_tiny_model
 
     timings = {}
     start = time.perf_counter()
     cfg = compose_config(overrides)
     apply_env_to_driver(cfg)
-    import cpmobius.verl_ext  # noqa: F401  (registers the platform and the HF rollout in the driver)
+    import cpmobius.engine.extensions  # noqa: F401  (registers the platform and the HF rollout in the driver)
 
     materialize_tiny_model(cfg.model.coach_path, spec=tiny_spec, seed=1)
     materialize_tiny_model(cfg.model.player_path, spec=tiny_spec, seed=2)

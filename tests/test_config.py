@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from cpmobius.config import (
+from cpmobius.engine.config import (
     ConfigError,
     build_policy_configs,
     compose_config,
@@ -86,11 +86,11 @@ def test_missing_policy_delta_is_a_clear_error():
 def test_ray_init_carries_extensions_and_platform():
     cfg = compose_config()
     env = worker_env_vars(cfg)
-    assert env["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.verl_ext"
+    assert env["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.engine.extensions"
     assert env["VERL_PLATFORM"] == "cpu"
     kwargs = ray_init_kwargs(cfg)
     assert kwargs["num_gpus"] == 1  # logical GPUs for verl's resource pools on a CPU
-    assert kwargs["runtime_env"]["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.verl_ext"
+    assert kwargs["runtime_env"]["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.engine.extensions"
     gpu = compose_config(["backend=vllm"])
     assert "VERL_PLATFORM" in worker_env_vars(gpu) and worker_env_vars(gpu)["VERL_PLATFORM"] == "nvidia"
     assert "num_gpus" not in ray_init_kwargs(gpu)
@@ -142,4 +142,4 @@ def test_ray_address_joins_an_existing_cluster(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "auto")
     kwargs = ray_init_kwargs(compose_config())
     assert kwargs["address"] == "auto" and "num_gpus" not in kwargs and "num_cpus" not in kwargs
-    assert kwargs["runtime_env"]["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.verl_ext"
+    assert kwargs["runtime_env"]["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.engine.extensions"

@@ -8,12 +8,15 @@ import asyncio
 import pytest
 import torch
 
-from cpmobius.config import compose_config, policy_config
+import cpmobius.engine.extensions  # noqa: F401  (registers the platform and the HF rollout)
+from cpmobius.engine.config import compose_config, policy_config
+from cpmobius.engine.cpu_platform import PlatformCPU
+from cpmobius.engine.hf_adapter import HFServerAdapter
+from cpmobius.engine.hf_replica import HFRolloutReplica
+from cpmobius.engine.hf_server import HFGenerationServer
+from cpmobius.engine.naming import hf_server_name, server_name_prefix
 from cpmobius.evaluation import default_data_dir
 from cpmobius.tiny_models import materialize_tiny_model
-from cpmobius.verl_ext import HFGenerationServer, HFRolloutReplica, HFServerAdapter, PlatformCPU
-from cpmobius.verl_ext.hf_rollout import hf_server_name
-from cpmobius.verl_ext.naming import server_name_prefix
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +45,7 @@ PROMPTS = [[257, 117, 10, 49, 43, 50], [257, 104, 105, 33], [257] + list(b"what 
 
 
 def greedy(srv, prompts, **extra):
-    from cpmobius.verl_ext.hf_rollout import SamplingKey  # noqa: F401
+    from cpmobius.engine.hf_sampling import SamplingKey  # noqa: F401
 
     key = srv._sampling_key(0, {"temperature": 0.0, **extra})
     return srv._generate_batch(prompts, key)
@@ -155,7 +158,7 @@ def test_vllm_name_mixins_give_each_policy_its_own_server_and_socket(model_cache
     import ray
     from verl.workers.rollout.base import _ROLLOUT_REGISTRY
 
-    from cpmobius.verl_ext.vllm_rollout import (
+    from cpmobius.engine.vllm_rollout import (
         JOB_ID_ENV,
         PolicyNamedAdapterMixin,
         PolicyNamedReplicaMixin,
@@ -193,7 +196,7 @@ def test_vllm_name_mixins_give_each_policy_its_own_server_and_socket(model_cache
             os.environ[JOB_ID_ENV] = job
             self._post_init("0")
 
-    import cpmobius.verl_ext.vllm_rollout as vllm_rollout
+    import cpmobius.engine.vllm_rollout as vllm_rollout
 
     monkeypatch.setattr(vllm_rollout, "_policy_class", lambda name: {"PolicyvLLMHttpServer": Server}[name])
     monkeypatch.setattr(ray, "remote", lambda cls: ("ray actor", cls))
@@ -223,8 +226,8 @@ async def test_agent_loop_sends_the_configured_repetition_penalty_and_stop_token
     from transformers import AutoTokenizer
     from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
+    from cpmobius.engine.agent_loop import ConfiguredSingleTurnAgentLoop
     from cpmobius.tiny_models import materialize_tiny_model
-    from cpmobius.verl_ext.agent_loop import ConfiguredSingleTurnAgentLoop
 
     path = materialize_tiny_model(model_cache / "agent-loop-model")
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -253,7 +256,7 @@ QWEN_TOKENIZER = default_data_dir().parent / "tokenizers" / "qwen2.5-instruct"
 def test_stop_tokens_of_qwen2p5_base_and_instruct_models():
     from transformers import AutoTokenizer, GenerationConfig
 
-    from cpmobius.verl_ext.stop_tokens import stop_token_ids
+    from cpmobius.engine.stop_tokens import stop_token_ids
 
     tokenizer = AutoTokenizer.from_pretrained(QWEN_TOKENIZER)
     im_end, end_of_text = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from omegaconf import OmegaConf
 
-from cpmobius.policy import Policy
+from cpmobius.engine.policy import Policy
 
 
 class RecordingWorkers:

@@ -19,8 +19,8 @@ from omegaconf import OmegaConf
 
 from cpmobius import checkpoint
 from cpmobius.coach import Problem, find_problem_fault, mark_duplicates
-from cpmobius.config import ConfigError
 from cpmobius.difficulty_filter import assign_pseudo_labels, decide, roll_out_and_filter
+from cpmobius.engine.config import ConfigError
 from cpmobius.prompts import player_prompt
 from cpmobius.rewards import coach_advantages, coach_rewards, grpo_advantages, player_token_rewards
 from cpmobius.settings import CoachSettings, FilterSettings, ValidationSettings, load_settings
@@ -429,7 +429,7 @@ def test_band_without_any_count_for_n_is_rejected_br21():
 
 
 def test_shipped_qwen_presets_fit_the_4096_token_context_br31():
-    from cpmobius.config import compose_config
+    from cpmobius.engine.config import compose_config
 
     for preset in ("paper_qwen_1p5b", "released_qwen_7b_instruct"):
         cfg = compose_config([f"experiment={preset}"])

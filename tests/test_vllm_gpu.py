@@ -136,7 +136,7 @@ def test_two_policies_with_vllm_engines_on_one_gpu(two_vllm_policies, tmp_path, 
 def test_two_loop_steps_with_vllm_for_both_policies(tmp_path_factory, harness):
     import ray
 
-    from cpmobius.config import compose_config
+    from cpmobius.engine.config import compose_config
     from cpmobius.main import build_loop
     from cpmobius.toy_world import PretrainSpec
     from cpmobius.validation import measure_accuracy

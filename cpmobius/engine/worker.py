@@ -1,7 +1,7 @@
 """The verl worker each policy's worker group runs: verl's `ActorRolloutRefWorker`, CPU-ready.
 
 The only addition: before verl builds the training engine, the CPU fixes of
-`cpmobius.verl_ext.cpu_platform.install_cpu_engine_fixes` are installed in the worker process
+`cpmobius.engine.cpu_platform.install_cpu_engine_fixes` are installed in the worker process
 (a no-op on any other platform).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
-from cpmobius.verl_ext.cpu_platform import install_cpu_engine_fixes
+from cpmobius.engine.cpu_platform import install_cpu_engine_fixes
 
 
 class PolicyWorker(ActorRolloutRefWorker):

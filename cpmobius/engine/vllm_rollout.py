@@ -9,7 +9,7 @@ Two policies in one Ray job collide in verl 0.9.1's vLLM rollout in two places:
   side) rebuilds the same path from ``VERL_RAY_JOB_ID`` and ``VERL_REPLICA_RANK``, set by its
   `vLLMHttpServer`. Both policies' engines would bind one path.
 
-The mixins below put the policy name (`cpmobius.verl_ext.naming`) into the server names on both
+The mixins below put the policy name (`cpmobius.engine.naming`) into the server names on both
 sides, and scope the job id of the socket path on both sides (`scoped_job_id`): the server sets
 ``VERL_RAY_JOB_ID=<job>-<policy>`` before it spawns the vLLM workers, and the adapter sends to the
 path built from the same scoped id. The classes are registered in place of verl's own
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from cpmobius.verl_ext.naming import policy_name_of, server_name_prefix
+from cpmobius.engine.naming import policy_name_of, server_name_prefix
 
 JOB_ID_ENV = "VERL_RAY_JOB_ID"  # read by verl's vLLM worker extension to build the socket path
 

@@ -6,7 +6,7 @@ tensors in verl's padded `DataProto` layout and plain metrics dicts. Per policy:
 - a worker group of `PolicyWorker` (verl's `ActorRolloutRefWorker`: FSDP actor, frozen reference
   for the KL loss, rollout adapter) on the resource pool both policies share;
 - its rollout replicas through verl's `LLMServerManager` (HF or vLLM by ``rollout.name``), whose
-  server actors carry the policy's name (`cpmobius.verl_ext.naming`);
+  server actors carry the policy's name (`cpmobius.engine.naming`);
 - verl's `CheckpointEngineManager` for weight sync and sleep/wake;
 - verl's `AgentLoopManager` with no reward workers (rewards are computed by the loop).
 
@@ -17,15 +17,14 @@ sleep first (verl's hybrid sleep discards weights, so activation always re-syncs
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-import numpy as np
 import ray
 import torch
 from omegaconf import DictConfig
 
+from cpmobius.engine.batches import pad_rows, prompt_batch, row_divisor, scalar, worker_input
 from cpmobius.prompts import Messages
 
 logger = logging.getLogger(__name__)
@@ -74,20 +73,12 @@ def make_resource_pool(cfg: DictConfig) -> Any:
     )
 
 
-def _object_array(items: Sequence[Any]) -> np.ndarray:
-    # np.array(list_of_message_lists, dtype=object) silently builds a 2-D array; assign one by one.
-    out = np.empty(len(items), dtype=object)
-    for i, item in enumerate(items):
-        out[i] = item
-    return out
-
-
 class Policy:
     """One trained policy on verl.
 
     Args:
         name: "coach" or "player"; prefixes its Ray actors and metrics.
-        config: the policy's full verl config (`cpmobius.config.policy_config`).
+        config: the policy's full verl config (`cpmobius.engine.config.policy_config`).
         resource_pool: the shared `RayResourcePool` (`make_resource_pool`).
         guard: the `EngineGuard` shared by all policies of the run.
     """
@@ -121,8 +112,8 @@ class Policy:
 
     @property
     def stop_token_ids(self) -> set[int]:
-        """Token ids that end a response (`cpmobius.verl_ext.stop_tokens.stop_token_ids`)."""
-        from cpmobius.verl_ext.stop_tokens import stop_token_ids
+        """Token ids that end a response (`cpmobius.engine.stop_tokens.stop_token_ids`)."""
+        from cpmobius.engine.stop_tokens import stop_token_ids
 
         return set(stop_token_ids(self.tokenizer, self.model_config.generation_config))
 
@@ -155,7 +146,7 @@ class Policy:
         from verl.utils.device import get_device_name
         from verl.workers.rollout.llm_server import LLMServerManager
 
-        from cpmobius.verl_ext.worker import PolicyWorker
+        from cpmobius.engine.worker import PolicyWorker
 
         role = "actor_rollout_ref" if self.uses_reference else "actor_rollout"
         worker_cls = RayClassWithInitArgs(cls=ray.remote(PolicyWorker), config=self.config.actor_rollout_ref, role=role)
@@ -250,32 +241,14 @@ class Policy:
         Raises:
             RuntimeError: when this policy's engine is not active.
         """
-        from verl import DataProto
-
         from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
 
         if not self.is_active:
             raise RuntimeError(f"{self.name}: activate() the policy before generating")
         if n < 1 or not prompts:
             raise ValueError(f"{self.name}.generate: need at least one prompt and n >= 1 (got {len(prompts)}, n={n})")
-        count = len(prompts)
-        non_tensors = {
-            "raw_prompt": _object_array([list(p) for p in prompts]),
-            "uid": _object_array([uuid.uuid4().hex for _ in range(count)]),
-            "index": np.arange(count, dtype=np.int64),
-        }
-        if greedy:
-            non_tensors["__do_sample__"] = np.zeros(count, dtype=bool)
-        batch = DataProto.from_dict(
-            tensors={"dummy_tensor": torch.zeros(count, 1, dtype=torch.uint8)},
-            non_tensors=non_tensors,
-            meta_info={"validate": validate, "global_steps": self.global_steps},
-        )
-        batch = batch.repeat(repeat_times=n, interleave=True)
-        # Unique, reproducible request ids: verl's agent loop names a request "det-{priority}" under
-        # rollout.full_determinism, and the rollout seeds that request's sampling from its name.
         self.generation_calls += 1
-        batch.non_tensor_batch["priority"] = self.generation_calls * 1_000_000 + np.arange(len(batch), dtype=np.int64)
+        batch = prompt_batch(prompts, n, validate, greedy, self.global_steps, self.generation_calls)
         padded, pad_size = pad_dataproto_to_divisor(batch, len(self.agent_loop.agent_loop_workers))
         output = self.agent_loop.generate_sequences(padded)
         output = unpad_dataproto(output, pad_size=pad_size)
@@ -289,46 +262,12 @@ class Policy:
 
     # ------------------------------------------------------------------ training
 
-    @property
-    def _row_divisor(self) -> int:
-        """Rows must split evenly over the workers and then into micro-batches (verl asserts both)."""
-        arr = self.config.actor_rollout_ref
-        sizes = [
-            arr.actor.ppo_micro_batch_size_per_gpu,
-            arr.rollout.log_prob_micro_batch_size_per_gpu,
-            arr.ref.log_prob_micro_batch_size_per_gpu,
-        ]
-        micro = int(np.lcm.reduce([int(s) for s in sizes if s])) if any(sizes) else 1
-        return micro * self.worker_group.world_size
-
     def _pad_rows(self, batch: Any) -> tuple[Any, int]:
-        """Pad ``batch`` to a multiple of `_row_divisor` with copies of its first rows that carry no loss.
-
-        # CPMöbius: the Coach trains on as many rows as there are kept problems, rarely a multiple of
-        # the micro-batch size; padded rows get response_mask 0 and advantage 0, so they add nothing
-        # to the token-mean loss, the KL term or the entropy term, and their outputs are dropped.
-        """
-        from verl.protocol import pad_dataproto_to_divisor
-
-        padded, pad_size = pad_dataproto_to_divisor(batch, self._row_divisor)
-        if pad_size:
-            for key in ("response_mask", "advantages"):
-                if key in padded.batch.keys():
-                    padded.batch[key][len(batch) :] = 0
-        return padded, pad_size
+        """`pad_rows` to what the workers and their micro-batches divide (`row_divisor`)."""
+        return pad_rows(batch, row_divisor(self.config.actor_rollout_ref, self.worker_group.world_size))
 
     def _to_worker_input(self, batch: Any, **metadata: Any) -> Any:
-        from verl.utils import tensordict_utils as tu
-        from verl.workers.utils.padding import left_right_2_no_padding
-
-        keys = ["input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask"]
-        extra = [k for k in ("old_log_probs", "ref_log_prob", "advantages") if k in batch.batch.keys()]
-        td = batch.select(batch_keys=keys + extra).to_tensordict()
-        td = left_right_2_no_padding(td)
-        # The logit temperature of log-prob and loss computations: the one the rollouts were sampled at.
-        temperature = float(batch.meta_info.get("temperature", self.config.actor_rollout_ref.rollout.temperature))
-        tu.assign_non_tensor(td, temperature=max(temperature, 1e-6) if temperature > 0 else 1.0, **metadata)
-        return td
+        return worker_input(batch, self.config.actor_rollout_ref.rollout.temperature, **metadata)
 
     def compute_log_probs(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Current-policy ("old") log-probs and entropies of the responses in ``batch``.
@@ -413,7 +352,7 @@ class Policy:
         output = self.worker_group.update_actor(td)
         metrics = tu.get(output, "metrics")
         self.global_steps += 1
-        return {(k if k.startswith("actor/") else f"actor/{k}"): _scalar(v) for k, v in metrics.items()}
+        return {(k if k.startswith("actor/") else f"actor/{k}"): scalar(v) for k, v in metrics.items()}
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -428,12 +367,3 @@ class Policy:
             self.global_steps = global_steps
         if self.is_active:
             self.deactivate()
-
-
-def _scalar(value: Any) -> float:
-    if isinstance(value, (list, tuple)):
-        values = [float(v) for v in value]
-        return float(np.mean(values)) if values else float("nan")
-    if isinstance(value, torch.Tensor):
-        return float(value.float().mean().item())
-    return float(value)

@@ -1,23 +1,17 @@
-"""An HF-transformers rollout for verl 0.9.1: replica, generation server and in-worker adapter.
+"""The HF-transformers generation server of the ``rollout.name=hf`` rollout (a Ray actor).
 
-verl 0.9.1 serves rollouts through vLLM, SGLang or TRT-LLM only. This module adds ``rollout.name=hf``
-through verl's own registries (`RolloutReplicaRegistry` for the replica, the rollout-class
-registry for the adapter), so that verl's `LLMServerManager`, agent loop and checkpoint engine
-drive it exactly as they drive vLLM:
+verl 0.9.1 serves rollouts through vLLM, SGLang or TRT-LLM only; `cpmobius.engine.extensions`
+registers an HF rollout in its place: the replica (`cpmobius.engine.hf_replica`) launches one
+`HFGenerationServer` per replica, and the in-worker adapter (`cpmobius.engine.hf_adapter`) streams
+the trained weights into it.
 
-- `HFRolloutReplica` (driver side) launches one `HFGenerationServer` Ray actor per replica, on the
-  node and device of the replica's trainer worker (as verl's vLLM replica does), named per policy
-  (`cpmobius.verl_ext.naming`).
-- `HFGenerationServer` takes token ids in and gives token ids and log-probs out (`TokenOutput`).
-  Concurrent requests are collected for a few milliseconds and run as one batched
-  ``model.generate`` call per distinct set of sampling parameters; temperature, top-p, top-k,
-  repetition penalty, max tokens and stop tokens are honoured per request. Log-probs are those of
-  the raw logits (before temperature and truncation), as vLLM's default ``raw_logprobs``.
-- `HFServerAdapter` (inside the trainer worker) receives the weights verl's checkpoint engine
-  streams out of the FSDP engine and sends them to the server in buckets; the server checks that
-  every parameter arrived.
-
-On CPU the server runs in float32; on CUDA in ``rollout.dtype`` (bf16 by default) with SDPA.
+`HFGenerationServer` takes token ids in and gives token ids and log-probs out (`TokenOutput`).
+Concurrent requests are collected for a few milliseconds and run as one batched ``model.generate``
+call per distinct set of sampling parameters (`cpmobius.engine.hf_sampling.SamplingKey`);
+temperature, top-p, top-k, repetition penalty, max tokens and stop tokens are honoured per
+request. Log-probs are those of the raw logits (before temperature and truncation), as vLLM's
+default ``raw_logprobs``. On CPU the server runs in float32; on CUDA in ``rollout.dtype`` (bf16 by
+default) with SDPA.
 """
 
 from __future__ import annotations
@@ -27,44 +21,19 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Generator, Optional
+from typing import Any, Optional
 
 import ray
 import torch
-from verl.workers.rollout.base import BaseRollout
-from verl.workers.rollout.replica import RolloutMode, RolloutReplica, TokenOutput
+from verl.workers.rollout.replica import RolloutMode, TokenOutput
 
-from cpmobius.verl_ext.naming import server_name_prefix
-from cpmobius.verl_ext.stop_tokens import stop_token_ids, token_id_list
+from cpmobius.engine.hf_sampling import RawLogProbRecorder, SamplingKey, logits_processors, request_seed, torch_dtype
+from cpmobius.engine.stop_tokens import stop_token_ids, token_id_list
 
 logger = logging.getLogger(__name__)
 
-BACKEND_PREFIX = "hf_"
 # How long the server waits for more requests after the first one arrives before a batch runs.
 DEFAULT_BATCH_WINDOW_S = 0.005
-
-
-def hf_server_name(rollout_config: Any, replica_rank: int, node_rank: int = 0) -> str:
-    """Ray actor name of one HF generation server, e.g. ``coach_hf_server_0_0``."""
-    return f"{server_name_prefix(BACKEND_PREFIX, rollout_config)}server_{replica_rank}_{node_rank}"
-
-
-def _torch_dtype(name: str) -> torch.dtype:
-    return {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}.get(
-        str(name), torch.float32
-    )
-
-
-@dataclass(frozen=True)
-class SamplingKey:
-    """The sampling parameters that must be shared by the rows of one ``generate`` call."""
-
-    temperature: float
-    top_p: float
-    top_k: int
-    repetition_penalty: float
-    max_new_tokens: int
-    stop_token_ids: tuple[int, ...]
 
 
 @dataclass
@@ -73,58 +42,6 @@ class _Request:
     key: SamplingKey
     seed: Optional[int]
     future: asyncio.Future = field(repr=False)
-
-
-def request_seed(base_seed: int, global_steps: Optional[int], request_id: str) -> int:
-    """A 63-bit sampling seed for one request, from the server seed, the weights' step and the id."""
-    import hashlib
-
-    digest = hashlib.sha256(f"{base_seed}:{global_steps}:{request_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
-
-
-class _SeededSampler:
-    """The last logits processor under ``rollout.full_determinism``: draws each row's token with that
-    row's own generator and leaves only that token possible, so generate()'s own draw is forced.
-
-    A row's samples then depend on its request seed alone, not on which other requests share its
-    batch or on the order they arrived in (as vLLM's per-request seeds do).
-    """
-
-    def __init__(self, seeds: list[int]) -> None:
-        self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        probs = torch.softmax(scores.float(), dim=-1).cpu()
-        chosen = torch.stack([torch.multinomial(probs[r], 1, generator=g) for r, g in enumerate(self.generators)])
-        forced = torch.full_like(scores, float("-inf"))
-        return forced.scatter_(1, chosen.to(scores.device), 0.0)
-
-
-class _RawLogProbRecorder:
-    """A logits processor placed first, so it sees raw logits; records the chosen tokens' log-probs.
-
-    At step t it receives the ids chosen up to step t-1 and the logits of step t, so it gathers the
-    log-prob of the token chosen at t-1 from the log-softmax it kept from the previous call.
-    Memory: one (batch, vocab) float32 tensor, whatever the response length.
-    """
-
-    def __init__(self) -> None:
-        self._previous: Optional[torch.Tensor] = None
-        self.log_probs: list[torch.Tensor] = []
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self._previous is not None:
-            self.log_probs.append(self._previous.gather(1, input_ids[:, -1:]).squeeze(1))
-        self._previous = torch.log_softmax(scores.float(), dim=-1)
-        return scores
-
-    def finish(self, last_tokens: torch.LongTensor) -> torch.Tensor:
-        """(batch, generated_tokens) float32 log-probs, the last column for ``last_tokens``."""
-        if self._previous is not None:
-            self.log_probs.append(self._previous.gather(1, last_tokens[:, None]).squeeze(1))
-        self._previous = None
-        return torch.stack(self.log_probs, dim=1) if self.log_probs else torch.zeros(0)
 
 
 class HFGenerationServer:
@@ -159,7 +76,7 @@ class HFGenerationServer:
         self.replica_rank = replica_rank
         self.batch_window_s = batch_window_s
         self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-        self.dtype = _torch_dtype(config.dtype) if self.device.type == "cuda" else torch.float32
+        self.dtype = torch_dtype(config.dtype) if self.device.type == "cuda" else torch.float32
         self.model: Optional[torch.nn.Module] = None
         self.global_steps: Optional[int] = None
         self.awake = True
@@ -312,16 +229,9 @@ class HFGenerationServer:
         Args:
             prompts: token ids per row.
             key: the sampling parameters all rows share.
-            seeds: one sampling seed per row (`_SeededSampler`), or None for the global RNG.
+            seeds: one sampling seed per row (`SeededSampler`), or None for the global RNG.
         """
-        from transformers import (
-            GenerationConfig,
-            LogitsProcessorList,
-            RepetitionPenaltyLogitsProcessor,
-            TemperatureLogitsWarper,
-            TopKLogitsWarper,
-            TopPLogitsWarper,
-        )
+        from transformers import GenerationConfig, LogitsProcessorList
 
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -330,21 +240,8 @@ class HFGenerationServer:
             input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
             attention_mask[row, width - len(prompt) :] = 1
         greedy = key.temperature <= 0
-        recorder = _RawLogProbRecorder()
-        # The recorder comes first so it sees raw logits; the processors generate() would add are
-        # passed explicitly after it, and the generation config asks for none of its own.
-        processors: list[Any] = [recorder]
-        if key.repetition_penalty != 1.0:
-            processors.append(RepetitionPenaltyLogitsProcessor(key.repetition_penalty))
-        if not greedy:
-            if key.temperature != 1.0:
-                processors.append(TemperatureLogitsWarper(key.temperature))
-            if key.top_k > 0:
-                processors.append(TopKLogitsWarper(key.top_k))
-            if key.top_p < 1.0:
-                processors.append(TopPLogitsWarper(key.top_p))
-            if seeds is not None:
-                processors.append(_SeededSampler(seeds))
+        recorder = RawLogProbRecorder()
+        processors = logits_processors(key, recorder, seeds)
         generation_config = GenerationConfig(
             do_sample=not greedy,
             temperature=1.0,
@@ -496,145 +393,3 @@ class HFGenerationServer:
     def get_state_digest(self) -> float:
         """Sum of all parameters (float64): a cheap fingerprint to check that weights really synced."""
         return float(sum(p.detach().double().sum().item() for p in self.model.parameters()))
-
-
-class HFRolloutReplica(RolloutReplica):
-    """verl rollout replica backed by one `HFGenerationServer` per replica (hybrid mode).
-
-    Like verl's vLLM replica, the server is placed on the node of the replica's trainer worker and
-    sees the same device. Only tensor/data/pipeline parallel size 1 is supported.
-    """
-
-    async def launch_servers(self) -> None:
-        if self.world_size != 1:
-            raise ValueError(
-                "rollout.name=hf serves one device per replica: set tensor_model_parallel_size, "
-                f"data_parallel_size and pipeline_model_parallel_size to 1 (world size is {self.world_size})"
-            )
-        worker = self.workers[0]
-        node_id, device_ids = await worker.__ray_call__.remote(
-            lambda self: (
-                ray.get_runtime_context().get_node_id(),
-                ray.get_runtime_context().get_accelerator_ids().get("GPU", []),
-            )
-        )
-        on_cuda = _cluster_has_cuda()
-        name = hf_server_name(self.config, self.replica_rank, 0)
-        env_vars = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"} if on_cuda else {}
-        server = (
-            ray.remote(HFGenerationServer)
-            .options(
-                name=name,
-                scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
-                    node_id=node_id, soft=False
-                ),
-                runtime_env={"env_vars": env_vars},
-                max_concurrency=self.max_concurrency,
-                num_cpus=0,
-            )
-            .remote(
-                config=self.config,
-                model_config=self.model_config,
-                rollout_mode=self.rollout_mode,
-                replica_rank=self.replica_rank,
-                cuda_visible_devices=",".join(str(d) for d in device_ids) if on_cuda else None,
-            )
-        )
-        await server.launch_server.remote()
-        self.servers = [server]
-        self._server_handle = server
-        self._server_address = f"hf://{name}"
-
-    def _get_server_name_prefix(self) -> str:
-        return BACKEND_PREFIX
-
-
-def _cluster_has_cuda() -> bool:
-    from verl.utils.device import get_device_name
-
-    return get_device_name() == "cuda"
-
-
-class HFServerAdapter(BaseRollout):
-    """The in-worker side of the HF rollout: sleep/wake and weight sync for its server.
-
-    verl's `ActorRolloutRefWorker.update_weights` calls `resume`, `update_weights` and `resume`
-    again; every rank of the trainer group runs it, since gathering full tensors out of FSDP is a
-    collective. Only the first rank of each replica talks to the server.
-    """
-
-    def __init__(self, config: Any, model_config: Any, device_mesh: Any, replica_rank: int = -1, **kwargs: Any):
-        super().__init__(config, model_config, device_mesh)
-        rank = int(os.environ.get("RANK", "0"))
-        rollout_world_size = (
-            self.config.tensor_model_parallel_size
-            * self.config.data_parallel_size
-            * self.config.pipeline_model_parallel_size
-        )
-        self.replica_rank = rank // rollout_world_size if replica_rank == -1 else replica_rank
-        self._has_server = rank % rollout_world_size == 0
-        self._server: Optional[ray.actor.ActorHandle] = None
-        self.bucket_bytes = int(self.config.checkpoint_engine.update_weights_bucket_megabytes) << 20
-        on_cuda = torch.cuda.is_available()
-        self.transfer_dtype = _torch_dtype(self.config.dtype) if on_cuda else None
-
-    @property
-    def server(self) -> Optional[ray.actor.ActorHandle]:
-        if self._has_server and self._server is None:
-            self._server = ray.get_actor(hf_server_name(self.config, self.replica_rank, 0))
-        return self._server
-
-    async def resume(self, tags: list[str]) -> None:
-        if self.server is not None:
-            await self.server.wake_up.remote(tags=tags)
-
-    async def release(self) -> None:
-        if self.server is not None:
-            await self.server.sleep.remote()
-
-    @torch.no_grad()
-    async def update_weights(
-        self,
-        weights: Generator[tuple[str, torch.Tensor], None, None],
-        global_steps: Optional[int] = None,
-        wire_format: str = "named_tensors",
-        **kwargs: Any,
-    ) -> None:
-        """Send full tensors to the server in buckets of ``update_weights_bucket_megabytes``.
-
-        Raises:
-            NotImplementedError: for LoRA adapters or delta wire formats.
-        """
-        if wire_format != "named_tensors" or kwargs.get("peft_config") is not None:
-            raise NotImplementedError("the HF rollout syncs full named tensors only (no LoRA, no delta sync)")
-        bucket: list[tuple[str, torch.Tensor]] = []
-        bucket_size = 0
-        pending = None
-        for name, tensor in weights:  # every rank iterates: full_tensor() is a collective
-            if self.server is None:
-                continue
-            if self.transfer_dtype is not None and tensor.is_floating_point():
-                tensor = tensor.to(self.transfer_dtype)
-            tensor = tensor.detach().to("cpu", copy=True)
-            bucket.append((name, tensor))
-            bucket_size += tensor.numel() * tensor.element_size()
-            if bucket_size >= self.bucket_bytes:
-                if pending is not None:
-                    await pending
-                pending = self.server.load_weights.remote(bucket, False)
-                bucket, bucket_size = [], 0
-        if self.server is None:
-            return
-        if pending is not None:
-            await pending
-        await self.server.load_weights.remote(bucket, True)
-        if global_steps is not None:
-            await self.server.set_global_steps.remote(global_steps)
-
-    def generate_sequences(self, prompts: Any) -> Any:
-        raise NotImplementedError("generate through the HF server (LLMServerManager client), not the adapter")
-
-
-def load_hf_replica() -> type[HFRolloutReplica]:
-    """Loader for `RolloutReplicaRegistry.register("hf", ...)`."""
-    return HFRolloutReplica

@@ -5,7 +5,7 @@ verl 0.9.1's `AgentLoopWorker` sends every request with ``repetition_penalty=1.0
 rollout config says, so the released scripts' 1.05 (7B-Instruct, OctoThinker) would silently be
 1.0; and it sends no stop tokens, so vLLM stops only at the generation config's EOS, which for a
 base Qwen2.5-Math model under the chat template is not the token that ends its turn
-(`cpmobius.verl_ext.stop_tokens`). This loop, registered with verl's agent-loop registry as
+(`cpmobius.engine.stop_tokens`). This loop, registered with verl's agent-loop registry as
 ``cpmobius_single_turn`` and selected by ``rollout.agent.default_agent_loop``, puts both back;
 nothing else changes.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import register
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
-from cpmobius.verl_ext.stop_tokens import stop_token_ids
+from cpmobius.engine.stop_tokens import stop_token_ids
 
 AGENT_LOOP_NAME = "cpmobius_single_turn"
 

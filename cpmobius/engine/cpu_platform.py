@@ -3,7 +3,7 @@
 verl 0.9.1 ships platforms for NVIDIA, Ascend and ROCm only, and falls back to "nvidia" on a
 machine without an accelerator. This platform lets verl's own FSDP engine, worker groups and
 rollout plumbing run on a CPU with the gloo backend. It is selected with ``VERL_PLATFORM=cpu``
-and imported in every Ray worker through ``VERL_USE_EXTERNAL_MODULES=cpmobius.verl_ext``
+and imported in every Ray worker through ``VERL_USE_EXTERNAL_MODULES=cpmobius.engine.extensions``
 (verl imports those modules at ``import verl``).
 
 What a CPU needs beyond the platform itself is installed by `install_cpu_engine_fixes`, only in
@@ -125,7 +125,7 @@ class PlatformCPU(PlatformBase):
     """verl platform for host CPUs: device "cpu", gloo collectives, Ray resource "GPU".
 
     The Ray resource stays "GPU" because verl's resource pools ask Ray for GPUs; on a CPU
-    machine Ray is started with a logical GPU count (`cpmobius.config`), so placement succeeds
+    machine Ray is started with a logical GPU count (`cpmobius.engine.config`), so placement succeeds
     while every tensor stays in host memory.
     """
 

@@ -17,12 +17,12 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.verl_ext.naming import POLICY_NAME_KEY, validate_policy_name
+from cpmobius.engine.naming import POLICY_NAME_KEY, validate_policy_name
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 CONFIG_NAME = "cpmobius"
 POLICY_NAMES = ("coach", "player")
-EXTERNAL_MODULE = "cpmobius.verl_ext"
+EXTERNAL_MODULE = "cpmobius.engine.extensions"
 
 
 class ConfigError(ValueError):

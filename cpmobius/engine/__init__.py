@@ -1,0 +1,22 @@
+"""The engine room: everything that touches verl (and Ray, vLLM, the HF rollout servers).
+
+What it holds:
+
+- `policy`: one policy (Coach or Player) on verl: generate, log-probs, update, save/load,
+  (de)activate; `batches`: the `DataProto` / `TensorDict` plumbing it uses;
+- `config`: the composed Hydra config → one full, validated verl config per policy; `ConfigError`;
+- what verl 0.9.1 lacks, registered by importing `extensions` (verl imports it in every Ray worker
+  through ``VERL_USE_EXTERNAL_MODULES``): the CPU platform (`cpu_platform`), the HF rollout
+  (`hf_replica` on the driver, `hf_server` the generation actor with `hf_sampling`, `hf_adapter`
+  the in-worker weight sync), verl's vLLM rollout with per-policy names (`vllm_rollout`,
+  `naming`), stop tokens (`stop_tokens`), the single-turn agent loop (`agent_loop`) and the policy
+  worker (`worker`).
+
+Engine objects (worker groups, `DataProto`, rollout servers) appear only here; the method's stages
+see token tensors and plain dicts.
+
+What it may import of cpmobius: itself and `cpmobius.prompts` (the chat-prompt type), nothing of
+the method's stages (`loop`, `coach`, `settings`, ...), nor `eval`, `warmup`, `toy` or `grading`.
+This ``__init__`` imports nothing: ``import cpmobius.engine.config`` or ``.stop_tokens`` must not
+load verl, Ray or torch.
+"""

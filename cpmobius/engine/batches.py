@@ -1,0 +1,139 @@
+"""verl's batch formats for one policy (`cpmobius.engine.policy`): prompts in, worker inputs out.
+
+- `prompt_batch`: chat prompts → the `DataProto` verl's agent loop generates from (one row per
+  response, the n rows of a prompt contiguous, request ids reproducible);
+- `row_divisor`, `pad_rows`: a batch padded with loss-free rows to what the workers and their
+  micro-batches divide;
+- `worker_input`: a padded `DataProto` → the no-padding `TensorDict` verl's engine workers take;
+- `scalar`: one of verl's metric values (list, tensor, number) as a float.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from cpmobius.prompts import Messages
+
+# Request ids of one generate call: call number × REQUESTS_PER_CALL + row.
+REQUESTS_PER_CALL = 1_000_000
+
+
+def object_array(items: Sequence[Any]) -> np.ndarray:
+    """A 1-D object array of ``items``, (len(items),)."""
+    # np.array(list_of_message_lists, dtype=object) silently builds a 2-D array; assign one by one.
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
+
+
+def prompt_batch(
+    prompts: Sequence[Messages], n: int, validate: bool, greedy: bool, global_steps: int, call: int
+) -> Any:
+    """The `DataProto` of one generate call: P prompts, each repeated ``n`` times (B = P·n rows).
+
+    Args:
+        prompts: P chat-message lists.
+        n: responses per prompt; a prompt's rows are contiguous.
+        validate: sample with ``rollout.val_kwargs`` (``meta_info["validate"]``).
+        greedy: temperature 0 for every row (``__do_sample__`` false).
+        global_steps: the policy's update count (``meta_info["global_steps"]``).
+        call: this policy's generate-call number, for the request ids.
+
+    Returns:
+        `DataProto` with a (B, 1) dummy tensor and non-tensors ``raw_prompt``, ``uid`` (one per
+        prompt, shared by its group), ``index`` (prompt position) and ``priority`` (request id).
+    """
+    from verl import DataProto
+
+    count = len(prompts)
+    non_tensors = {
+        "raw_prompt": object_array([list(p) for p in prompts]),
+        "uid": object_array([uuid.uuid4().hex for _ in range(count)]),
+        "index": np.arange(count, dtype=np.int64),
+    }
+    if greedy:
+        non_tensors["__do_sample__"] = np.zeros(count, dtype=bool)
+    batch = DataProto.from_dict(
+        tensors={"dummy_tensor": torch.zeros(count, 1, dtype=torch.uint8)},
+        non_tensors=non_tensors,
+        meta_info={"validate": validate, "global_steps": global_steps},
+    )
+    batch = batch.repeat(repeat_times=n, interleave=True)
+    # Unique, reproducible request ids: verl's agent loop names a request "det-{priority}" under
+    # rollout.full_determinism, and the rollout seeds that request's sampling from its name.
+    batch.non_tensor_batch["priority"] = call * REQUESTS_PER_CALL + np.arange(len(batch), dtype=np.int64)
+    return batch
+
+
+def row_divisor(actor_rollout_ref: Any, world_size: int) -> int:
+    """Rows must split evenly over the workers and then into micro-batches (verl asserts both).
+
+    Returns:
+        ``world_size`` × the least common multiple of the actor's, rollout's and reference's
+        log-prob / update micro-batch sizes (1 when none is set).
+    """
+    arr = actor_rollout_ref
+    sizes = [
+        arr.actor.ppo_micro_batch_size_per_gpu,
+        arr.rollout.log_prob_micro_batch_size_per_gpu,
+        arr.ref.log_prob_micro_batch_size_per_gpu,
+    ]
+    micro = int(np.lcm.reduce([int(s) for s in sizes if s])) if any(sizes) else 1
+    return micro * world_size
+
+
+def pad_rows(batch: Any, divisor: int) -> tuple[Any, int]:
+    """Pad ``batch`` to a multiple of ``divisor`` with copies of its first rows that carry no loss.
+
+    # CPMöbius: the Coach trains on as many rows as there are kept problems, rarely a multiple of
+    # the micro-batch size; padded rows get response_mask 0 and advantage 0, so they add nothing
+    # to the token-mean loss, the KL term or the entropy term, and their outputs are dropped.
+
+    Returns:
+        ``(padded, pad_size)``.
+    """
+    from verl.protocol import pad_dataproto_to_divisor
+
+    padded, pad_size = pad_dataproto_to_divisor(batch, divisor)
+    if pad_size:
+        for key in ("response_mask", "advantages"):
+            if key in padded.batch.keys():
+                padded.batch[key][len(batch) :] = 0
+    return padded, pad_size
+
+
+def worker_input(batch: Any, default_temperature: float, **metadata: Any) -> Any:
+    """The no-padding `TensorDict` of ``batch`` for verl's engine workers, with ``metadata``.
+
+    Args:
+        batch: `DataProto` with the rollout tensors (and ``old_log_probs``, ``ref_log_prob``,
+            ``advantages`` when present).
+        default_temperature: the rollout temperature, when ``batch.meta_info`` has none.
+        metadata: non-tensor entries for the worker (``calculate_entropy``, ``compute_loss``, ...).
+    """
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    keys = ["input_ids", "attention_mask", "position_ids", "prompts", "responses", "response_mask"]
+    extra = [k for k in ("old_log_probs", "ref_log_prob", "advantages") if k in batch.batch.keys()]
+    td = batch.select(batch_keys=keys + extra).to_tensordict()
+    td = left_right_2_no_padding(td)
+    # The logit temperature of log-prob and loss computations: the one the rollouts were sampled at.
+    temperature = float(batch.meta_info.get("temperature", default_temperature))
+    tu.assign_non_tensor(td, temperature=max(temperature, 1e-6) if temperature > 0 else 1.0, **metadata)
+    return td
+
+
+def scalar(value: Any) -> float:
+    """One of verl's metric values as a float: the mean of a list or tensor (NaN for an empty list)."""
+    if isinstance(value, (list, tuple)):
+        values = [float(v) for v in value]
+        return float(np.mean(values)) if values else float("nan")
+    if isinstance(value, torch.Tensor):
+        return float(value.float().mean().item())
+    return float(value)

@@ -1,0 +1,119 @@
+"""The per-request pieces of the HF rollout's batched generation (`cpmobius.engine.hf_server`).
+
+- `SamplingKey`: the sampling parameters the rows of one ``model.generate`` call share; the server
+  groups concurrent requests by it.
+- `request_seed` and `SeededSampler`: under ``rollout.full_determinism`` each request samples with
+  its own seed, so a row's tokens do not depend on which requests share its batch.
+- `RawLogProbRecorder`: the log-probs of the raw logits (before temperature and truncation), as
+  vLLM's default ``raw_logprobs``.
+- `torch_dtype`: ``rollout.dtype`` as a torch dtype (the server's weights and the weight transfer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """``"bf16"`` / ``"bfloat16"`` / ``"fp16"`` / ``"float16"`` as a torch dtype; float32 for anything else."""
+    return {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}.get(
+        str(name), torch.float32
+    )
+
+
+@dataclass(frozen=True)
+class SamplingKey:
+    """The sampling parameters that must be shared by the rows of one ``generate`` call."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+    repetition_penalty: float
+    max_new_tokens: int
+    stop_token_ids: tuple[int, ...]
+
+
+
+def request_seed(base_seed: int, global_steps: Optional[int], request_id: str) -> int:
+    """A 63-bit sampling seed for one request, from the server seed, the weights' step and the id."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{base_seed}:{global_steps}:{request_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+class SeededSampler:
+    """The last logits processor under ``rollout.full_determinism``: draws each row's token with that
+    row's own generator and leaves only that token possible, so generate()'s own draw is forced.
+
+    A row's samples then depend on its request seed alone, not on which other requests share its
+    batch or on the order they arrived in (as vLLM's per-request seeds do).
+    """
+
+    def __init__(self, seeds: list[int]) -> None:
+        self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        probs = torch.softmax(scores.float(), dim=-1).cpu()
+        chosen = torch.stack([torch.multinomial(probs[r], 1, generator=g) for r, g in enumerate(self.generators)])
+        forced = torch.full_like(scores, float("-inf"))
+        return forced.scatter_(1, chosen.to(scores.device), 0.0)
+
+
+class RawLogProbRecorder:
+    """A logits processor placed first, so it sees raw logits; records the chosen tokens' log-probs.
+
+    At step t it receives the ids chosen up to step t-1 and the logits of step t, so it gathers the
+    log-prob of the token chosen at t-1 from the log-softmax it kept from the previous call.
+    Memory: one (batch, vocab) float32 tensor, whatever the response length.
+    """
+
+    def __init__(self) -> None:
+        self._previous: Optional[torch.Tensor] = None
+        self.log_probs: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._previous is not None:
+            self.log_probs.append(self._previous.gather(1, input_ids[:, -1:]).squeeze(1))
+        self._previous = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.LongTensor) -> torch.Tensor:
+        """(batch, generated_tokens) float32 log-probs, the last column for ``last_tokens``."""
+        if self._previous is not None:
+            self.log_probs.append(self._previous.gather(1, last_tokens[:, None]).squeeze(1))
+        self._previous = None
+        return torch.stack(self.log_probs, dim=1) if self.log_probs else torch.zeros(0)
+
+
+def logits_processors(key: SamplingKey, recorder: RawLogProbRecorder, seeds: Optional[list[int]] = None) -> list[Any]:
+    """The logits processors of one ``generate`` call, in order: the recorder, then what generate()
+    would add for ``key`` (repetition penalty; temperature, top-k, top-p when sampling), then
+    `SeededSampler` when ``seeds`` are given (sampling only).
+
+    The recorder comes first so it sees raw logits; the processors generate() would add are passed
+    explicitly after it, and the generation config asks for none of its own.
+    """
+    from transformers import (
+        RepetitionPenaltyLogitsProcessor,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    processors: list[Any] = [recorder]
+    if key.repetition_penalty != 1.0:
+        processors.append(RepetitionPenaltyLogitsProcessor(key.repetition_penalty))
+    if key.temperature > 0:  # greedy (temperature 0) adds no warpers
+        if key.temperature != 1.0:
+            processors.append(TemperatureLogitsWarper(key.temperature))
+        if key.top_k > 0:
+            processors.append(TopKLogitsWarper(key.top_k))
+        if key.top_p < 1.0:
+            processors.append(TopPLogitsWarper(key.top_p))
+        if seeds is not None:
+            processors.append(SeededSampler(seeds))
+    return processors
