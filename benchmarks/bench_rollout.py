@@ -22,7 +22,7 @@ def make_server(new_tokens: int, cache: str):
 
     from cpmobius.engine.config import compose_config, policy_config
     from cpmobius.engine.hf_server import HFGenerationServer
-    from cpmobius.tiny_models import materialize_tiny_model
+    from cpmobius.toy.tiny_models import materialize_tiny_model
 
     cfg = compose_config([f"model.cache_dir={cache}", f"data.max_response_length={new_tokens}"])
     materialize_tiny_model(cfg.model.player_path, seed=2)

@@ -1,6 +1,6 @@
 """Entry point: ``python -m cpmobius.main [group=option ...] [key=value ...]`` (Hydra).
 
-With no arguments it runs the embedded default: the toy world (`cpmobius.toy_world`) on this
+With no arguments it runs the embedded default: the toy world (`cpmobius.toy.world`) on this
 machine's CPU through verl, a few steps, one table row per step; nothing is downloaded. Every
 config value is validated before Ray or any worker starts.
 """
@@ -94,7 +94,7 @@ def make_tracking(cfg: DictConfig) -> Any:
 def prepare_models(cfg: DictConfig, settings: Any) -> None:
     """Build (and cache) the toy models when the config asks for them; real checkpoints are used as given."""
     if cfg.model.get("name") == "tiny":
-        from cpmobius.toy_world import PretrainSpec, materialize_toy_models, write_coach_warmup_data
+        from cpmobius.toy.world import PretrainSpec, materialize_toy_models, write_coach_warmup_data
 
         print("[cpmobius] toy world: building the tiny Coach and Player (pretrained once, about 2 minutes on "
               f"2 cores; cached in {cfg.model.cache_dir})", flush=True)
@@ -140,7 +140,7 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     import cpmobius.engine.extensions  # noqa: F401  (platform and rollout registered in the driver too)
     from cpmobius.engine.policy import EngineGuard, Policy, make_resource_pool
     from cpmobius.loop import CoachPlayerLoop
-    from cpmobius.toy_world import solve
+    from cpmobius.toy.world import solve
 
     if not ray.is_initialized():
         ray.init(**ray_init_kwargs(cfg))

@@ -41,7 +41,7 @@ class ValidationSet:
 def load_validation_set(settings: ValidationSettings) -> ValidationSet:
     """The configured validation set.
 
-    ``dataset`` is "toy" (synthetic arithmetic, `cpmobius.toy_world`), a benchmark name found as
+    ``dataset`` is "toy" (synthetic arithmetic, `cpmobius.toy.world`), a benchmark name found as
     ``{data_dir}/eval/{name}/{name}.jsonl``, or a path to a JSONL file with ``problem`` and
     ``answer`` fields (and optionally ``id``).
 
@@ -49,7 +49,7 @@ def load_validation_set(settings: ValidationSettings) -> ValidationSet:
         ConfigError: naming ``validation.dataset`` when the file is missing or malformed.
     """
     if settings.dataset == "toy":
-        from cpmobius.toy_world import validation_problems
+        from cpmobius.toy.world import validation_problems
 
         rows = validation_problems(settings.size or 32, settings.seed)
         return ValidationSet("toy", [f"toy-{i}" for i in range(len(rows))], [r.text for r in rows], [r.answer for r in rows])

@@ -61,7 +61,7 @@ def start_two_policies(overrides: list[str], tiny_spec: dict | None = None):
 
     from cpmobius.engine.config import apply_env_to_driver, build_policy_configs, compose_config, ray_init_kwargs
     from cpmobius.engine.policy import EngineGuard, Policy, make_resource_pool
-    from cpmobius.tiny_models import materialize_tiny_model
+    from cpmobius.toy.tiny_models import materialize_tiny_model
 
     timings = {}
     start = time.perf_counter()

@@ -30,7 +30,7 @@ from cpmobius.eval_data import default_data_dir
 from cpmobius.jsonl import write_jsonl
 from cpmobius.evaluation import AVG_BENCHMARKS, score_completions, score_run
 from cpmobius.grading import GradingError
-from cpmobius.tiny_models import build_char_tokenizer
+from cpmobius.toy.tiny_models import build_char_tokenizer
 
 QWEN_TOKENIZER = default_data_dir().parent / "tokenizers" / "qwen2.5-instruct"
 HUGE = "\\boxed{9^{9^{9^{9}}}}"  # an astronomically large power: the grader reports "timeout" at once
@@ -343,7 +343,7 @@ def test_vllm_generator_requests_ids_and_greedy_copies(monkeypatch):
 
 
 def test_hf_generator_greedy_decodes_once_per_prompt(model_cache):
-    from cpmobius.tiny_models import materialize_tiny_model
+    from cpmobius.toy.tiny_models import materialize_tiny_model
 
     model = materialize_tiny_model(model_cache / "eval-coverage-tiny", seed=5)
     gen = HFGenerator(str(model), SamplingSettings(greedy=True, max_new_tokens=4), device="cpu", batch_size=8)

@@ -13,7 +13,7 @@ from cpmobius.eval_generation import HFGenerator, SamplingSettings, VLLMGenerato
 
 @pytest.fixture(scope="module")
 def tiny_model(model_cache):
-    from cpmobius.tiny_models import materialize_tiny_model
+    from cpmobius.toy.tiny_models import materialize_tiny_model
 
     return str(materialize_tiny_model(model_cache / "eval-gpu-tiny", seed=4))
 

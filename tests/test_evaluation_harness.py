@@ -191,7 +191,7 @@ def test_hub_field_mapping_against_local(bench, hub_answer):
 
 @needs_shared
 def test_end_to_end_tiny_model(tmp_path, model_cache, capsys):
-    from cpmobius.tiny_models import materialize_tiny_model
+    from cpmobius.toy.tiny_models import materialize_tiny_model
 
     model = materialize_tiny_model(model_cache / "eval-tiny", seed=3)
     out = tmp_path / "eval"

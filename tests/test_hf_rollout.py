@@ -16,7 +16,7 @@ from cpmobius.engine.hf_replica import HFRolloutReplica
 from cpmobius.engine.hf_server import HFGenerationServer
 from cpmobius.engine.naming import hf_server_name, server_name_prefix
 from cpmobius.evaluation import default_data_dir
-from cpmobius.tiny_models import materialize_tiny_model
+from cpmobius.toy.tiny_models import materialize_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +227,7 @@ async def test_agent_loop_sends_the_configured_repetition_penalty_and_stop_token
     from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
     from cpmobius.engine.agent_loop import ConfiguredSingleTurnAgentLoop
-    from cpmobius.tiny_models import materialize_tiny_model
+    from cpmobius.toy.tiny_models import materialize_tiny_model
 
     path = materialize_tiny_model(model_cache / "agent-loop-model")
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -24,7 +24,7 @@ from cpmobius.engine.config import ConfigError
 from cpmobius.prompts import player_prompt
 from cpmobius.rewards import coach_advantages, coach_rewards, grpo_advantages, player_token_rewards
 from cpmobius.settings import CoachSettings, FilterSettings, ValidationSettings, load_settings
-from cpmobius.toy_world import solve
+from cpmobius.toy.world import solve
 from cpmobius.validation import DeltaTracker, ValidationSet, load_validation_set, measure_accuracy
 
 

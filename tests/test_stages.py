@@ -19,7 +19,7 @@ from cpmobius.rewards import (
     token_weighted_mean_advantage,
 )
 from cpmobius.settings import CoachSettings, FilterSettings, ValidationSettings, load_settings
-from cpmobius.toy_world import solve, validation_problems
+from cpmobius.toy.world import solve, validation_problems
 from cpmobius.validation import DeltaTracker, load_validation_set
 
 # --------------------------------------------------------------------------- coach

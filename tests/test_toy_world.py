@@ -14,12 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from cpmobius import toy_world as tw
 from cpmobius.coach import find_problem_fault
 from cpmobius.metrics import pseudo_label_metrics
 from cpmobius.plots import PANELS, plot_training_dynamics, read_run_metrics, series
 from cpmobius.prompts import coach_prompt
 from cpmobius.settings import CoachSettings
+from cpmobius.toy import world as tw
 
 REPO = Path(__file__).resolve().parents[1]
 INSTRUCTION = CoachSettings().instruction

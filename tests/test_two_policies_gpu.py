@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 def two_policies_gpu(tmp_path_factory, harness):
     import ray
 
-    from cpmobius.tiny_models import QWEN2_0P5B_SPEC
+    from cpmobius.toy.tiny_models import QWEN2_0P5B_SPEC
 
     cache = tmp_path_factory.mktemp("models")
     overrides = [

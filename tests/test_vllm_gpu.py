@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from cpmobius.tiny_models import QWEN2_0P5B_SPEC
+from cpmobius.toy.tiny_models import QWEN2_0P5B_SPEC
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -138,7 +138,7 @@ def test_two_loop_steps_with_vllm_for_both_policies(tmp_path_factory, harness):
 
     from cpmobius.engine.config import compose_config
     from cpmobius.main import build_loop
-    from cpmobius.toy_world import PretrainSpec
+    from cpmobius.toy.world import PretrainSpec
     from cpmobius.validation import measure_accuracy
 
     pretrain_fields = {f.name for f in dataclasses.fields(PretrainSpec)}

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 def toy_warmup_data(path, instruction, rows=48):
     import pandas as pd
 
-    from cpmobius.toy_world import make_problem
+    from cpmobius.toy.world import make_problem
 
     rng = random.Random(0)
     messages = [[{"role": "user", "content": instruction}, {"role": "assistant", "content": make_problem(rng).text}] for _ in range(rows)]

@@ -24,8 +24,8 @@ def test_coach_warmup_on_cuda(tmp_path):
     from cpmobius.engine.config import compose_config
     from cpmobius.main import prepare_models
     from cpmobius.settings import load_settings
-    from cpmobius.tiny_models import QWEN2_0P5B_SPEC
-    from cpmobius.toy_world import make_problem
+    from cpmobius.toy.tiny_models import QWEN2_0P5B_SPEC
+    from cpmobius.toy.world import make_problem
     from cpmobius.warmup import run_warmup
 
     data = tmp_path / "warmup.parquet"

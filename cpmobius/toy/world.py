@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from cpmobius.tiny_models import TINY_SPEC, build_char_tokenizer, build_tiny_qwen2
+from cpmobius.toy.tiny_models import TINY_SPEC, build_char_tokenizer, build_tiny_qwen2
 
 OPERATORS = ("+", "-", "*")
 
