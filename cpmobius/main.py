@@ -130,7 +130,7 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     if cfg.warmup.enabled:
         from omegaconf import open_dict
 
-        from cpmobius.warmup import run_warmup
+        from cpmobius.warmup.sft import run_warmup
 
         coach_start = run_warmup(cfg)
         with open_dict(cfg):

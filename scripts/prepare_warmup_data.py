@@ -1,7 +1,8 @@
 """Prepare the Coach warm-up set (paper §3: 4K math problems from PRIME's Eurus-2-RL-Data).
 
 Writes ``<out>`` (a parquet with a ``messages`` column: user = the Coach instruction, assistant =
-one problem) and ``manifest.json`` beside it. See `cpmobius.warmup_data` for every filter.
+one problem) and ``manifest.json`` beside it. See `cpmobius.warmup.data` (the pipeline) and
+`cpmobius.warmup.sources` (reading, one row, the overlap rule) for every filter.
 
 Usage:
     python scripts/prepare_warmup_data.py                               # from the hub
@@ -18,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from cpmobius import warmup_data as wd
+from cpmobius.warmup import data as wd
+from cpmobius.warmup import sources
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = "data/warmup/coach_warmup.parquet"
@@ -44,7 +46,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=wd.DEFAULT_SEED, help="selection seed")
     parser.add_argument("--min-chars", type=int, default=wd.DEFAULT_MIN_CHARS, help="shortest kept problem, characters")
     parser.add_argument("--max-chars", type=int, default=wd.DEFAULT_MAX_CHARS, help="longest kept problem, characters")
-    parser.add_argument("--ngram", type=int, default=wd.DEFAULT_NGRAM, help="n of the word n-gram overlap rule")
+    parser.add_argument("--ngram", type=int, default=sources.DEFAULT_NGRAM, help="n of the word n-gram overlap rule")
     parser.add_argument("--no-coach-validator", action="store_true",
                         help="keep problems the Coach-output validator would reject")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -55,8 +57,8 @@ def load_source(source: str) -> tuple[object, int, dict]:
     """Rows, their number and the manifest's ``source`` entry, from a local file or the hub."""
     path = Path(source)
     if path.suffix in (".parquet", ".jsonl") or path.exists():
-        rows = wd.read_rows(path)  # FileNotFoundError / ValueError with the path
-        return rows, len(rows), {"kind": "file", "path": str(source), "sha256": wd.file_sha256(path)}
+        rows = sources.read_rows(path)  # FileNotFoundError / ValueError with the path
+        return rows, len(rows), {"kind": "file", "path": str(source), "sha256": sources.file_sha256(path)}
     if "/" not in source or source.startswith((".", "/")):
         raise FileNotFoundError(f"source {source!r} is neither an existing file nor a hub id (owner/name)")
     import datasets
@@ -72,7 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         out = out / Path(DEFAULT_OUT).name
     eval_dir = args.eval_dir if args.eval_dir is not None else default_eval_dir()
     try:
-        benchmarks = wd.load_benchmarks(eval_dir)
+        benchmarks = sources.load_benchmarks(eval_dir)
         rows, total, source = load_source(args.source)
         sft_rows, manifest = wd.prepare_warmup_data(
             rows, benchmarks, num=args.num, seed=args.seed, min_chars=args.min_chars, max_chars=args.max_chars,
@@ -86,7 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     manifest = {
         "source": source,
         "output": {"file": out.name, "rows": len(sft_rows), "sha256": sha256, "columns": ["messages", "data_source", "source_row"]},
-        "eval_files": {str(p.relative_to(eval_dir)): wd.file_sha256(p) for p in eval_files},
+        "eval_files": {str(p.relative_to(eval_dir)): sources.file_sha256(p) for p in eval_files},
         **manifest,
     }
     manifest_path = out.parent / "manifest.json"

@@ -26,7 +26,7 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
     from cpmobius.engine.config import ConfigError, compose_config
     from cpmobius.main import prepare_models
     from cpmobius.settings import load_settings
-    from cpmobius.warmup import run_warmup
+    from cpmobius.warmup.sft import run_warmup
 
     data = tmp_path / "warmup.parquet"
     cfg = compose_config([
@@ -62,7 +62,7 @@ def test_toy_warmup_raises_the_format_validity_of_coach_samples(tmp_path, model_
     from cpmobius.engine.config import compose_config
     from cpmobius.main import prepare_models
     from cpmobius.settings import load_settings
-    from cpmobius.warmup import measure_coach_validity, run_warmup
+    from cpmobius.warmup.sft import measure_coach_validity, run_warmup
 
     cfg = compose_config([
         f"model.cache_dir={model_cache / 'generic'}",

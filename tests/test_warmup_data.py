@@ -1,5 +1,6 @@
-"""Coach warm-up data preparation (`cpmobius.warmup_data`, `scripts/prepare_warmup_data.py`) on a
-synthetic fixture in the Eurus-2-RL-Data schema (no real file is reachable offline)."""
+"""Coach warm-up data preparation (`cpmobius.warmup.data`, `cpmobius.warmup.sources`,
+`scripts/prepare_warmup_data.py`) on a synthetic fixture in the Eurus-2-RL-Data schema (no real file
+is reachable offline)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from cpmobius import warmup_data as wd
 from cpmobius.evaluation import default_data_dir
 from cpmobius.settings import CoachSettings
+from cpmobius.warmup import data as wd
+from cpmobius.warmup import sources
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_AMC = default_data_dir() / "amc" / "amc.jsonl"
@@ -112,12 +114,12 @@ def expected_drops(has_amc: bool) -> dict:
 )
 def test_extract_problem_strips_system_prompt_and_suffix(content, expected):
     prompt = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": content}]
-    assert wd.extract_problem(prompt) == expected
+    assert sources.extract_problem(prompt) == expected
 
 
 def test_extract_problem_without_user_message():
-    assert wd.extract_problem([{"role": "system", "content": SYSTEM}]) == (None, False)
-    assert wd.extract_problem(None) == (None, False)
+    assert sources.extract_problem([{"role": "system", "content": SYSTEM}]) == (None, False)
+    assert sources.extract_problem(None) == (None, False)
 
 
 @pytest.mark.parametrize(
@@ -126,11 +128,11 @@ def test_extract_problem_without_user_message():
      ({"data_source": "taco", "ability": "code"}, False), ({"data_source": "numina_x", "ability": "code"}, False)],
 )
 def test_is_math_row(row, math):
-    assert wd.is_math_row(row) is math
+    assert sources.is_math_row(row) is math
 
 
 def test_overlap_rule_thresholds():
-    index = wd.OverlapIndex([wd.BenchmarkProblem("toybench", "toy-0", TOYBENCH)], ngram=13)
+    index = sources.OverlapIndex([sources.BenchmarkProblem("toybench", "toy-0", TOYBENCH)], ngram=13)
     # 13 consecutive words shared ("a regular ... circle and") → overlap; 12 ("a regular ... circle") → none.
     hits, shared = index.match("Hmm: a regular hexagon with side length 6 is inscribed in a circle and a. Find it?")
     assert hits == {("toybench", "toy-0")} and shared == "a regular hexagon with side length 6 is inscribed in a circle and"
@@ -138,17 +140,17 @@ def test_overlap_rule_thresholds():
     # Short problems: 8..12 words must occur as a whole inside the benchmark problem; < 8 words must equal it.
     assert index.match("What is the probability that the point lies inside the hexagon?")[0] == {("toybench", "toy-0")}
     assert index.match("Inside the hexagon?")[0] == set()
-    short = wd.OverlapIndex([wd.BenchmarkProblem("b", "b-0", "Find $x$ if $2x = 4$.")])
+    short = sources.OverlapIndex([sources.BenchmarkProblem("b", "b-0", "Find $x$ if $2x = 4$.")])
     assert short.match("find x, if 2x=4")[0] == {("b", "b-0")}
 
 
 def test_boilerplate_alone_is_no_overlap_but_a_verbatim_copy_is():
     tail = " where m and n are relatively prime positive integers. Find m+n."
     bench = [
-        wd.BenchmarkProblem("b1", "b1-0", "A fair coin is tossed ten times; the chance of no two heads in a row is m/n," + tail),
-        wd.BenchmarkProblem("b2", "b2-0", "A circle of radius 3 is tangent to two sides of a unit square; its area is m/n," + tail),
+        sources.BenchmarkProblem("b1", "b1-0", "A fair coin is tossed ten times; the chance of no two heads in a row is m/n," + tail),
+        sources.BenchmarkProblem("b2", "b2-0", "A circle of radius 3 is tangent to two sides of a unit square; its area is m/n," + tail),
     ]
-    index = wd.OverlapIndex(bench)
+    index = sources.OverlapIndex(bench)
     # "in a row is m n where m ... find m n" is in b1 only; "is m n where ... find m n" (13 words) is in both.
     assert index.match("The probability that a die shows six is m/n," + tail)[0] == set()
     assert index.match(bench[0].problem + " Give the answer as an integer.")[0] == {("b1", "b1-0")}  # rule (a)/(c)
@@ -158,14 +160,14 @@ def test_boilerplate_alone_is_no_overlap_but_a_verbatim_copy_is():
 def test_every_benchmark_problem_overlaps_itself():
     if not SHARED_AMC.is_file():
         pytest.skip("no shared benchmark copies")
-    benchmarks = wd.load_benchmarks(SHARED_AMC.parents[1])
-    index = wd.OverlapIndex(benchmarks)
+    benchmarks = sources.load_benchmarks(SHARED_AMC.parents[1])
+    index = sources.OverlapIndex(benchmarks)
     assert [b.id for b in benchmarks if (b.benchmark, b.id) not in index.match(b.problem)[0]] == []
 
 
 def test_filter_and_select_on_the_fixture(fixture):
     rows, eval_dir, pool, has_amc = fixture
-    benchmarks = wd.load_benchmarks(eval_dir)
+    benchmarks = sources.load_benchmarks(eval_dir)
     sft_rows, manifest = wd.prepare_warmup_data(rows, benchmarks, num=NUM, seed=0)
 
     assert manifest["drops"] == expected_drops(has_amc)
@@ -197,7 +199,7 @@ def test_filter_and_select_on_the_fixture(fixture):
 
 def test_selection_is_deterministic_and_order_free(fixture):
     rows, eval_dir, _, _ = fixture
-    benchmarks = wd.load_benchmarks(eval_dir)
+    benchmarks = sources.load_benchmarks(eval_dir)
     first = wd.prepare_warmup_data(rows, benchmarks, num=NUM, seed=3)[0]
     shuffled = list(rows)
     random.Random(1).shuffle(shuffled)
@@ -210,14 +212,14 @@ def test_selection_is_deterministic_and_order_free(fixture):
 def test_too_few_problems_names_the_count(fixture):
     rows, eval_dir, _, _ = fixture
     with pytest.raises(wd.NotEnoughProblemsError, match=r"only 26 problems remain after filtering, 27 requested.*duplicate: 2"):
-        wd.prepare_warmup_data(rows, wd.load_benchmarks(eval_dir), num=27)
+        wd.prepare_warmup_data(rows, sources.load_benchmarks(eval_dir), num=27)
 
 
 def test_missing_inputs_are_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="source file not found"):
-        wd.read_rows(tmp_path / "nope.parquet")
+        sources.read_rows(tmp_path / "nope.parquet")
     with pytest.raises(FileNotFoundError, match="no benchmark JSONL"):
-        wd.load_benchmarks(tmp_path)
+        sources.load_benchmarks(tmp_path)
 
 
 def load_script():
@@ -241,8 +243,8 @@ def test_cli_writes_parquet_and_manifest_deterministically(fixture, tmp_path, ca
     assert done.returncode == 0, done.stderr[-3000:]
     out = tmp_path / "a" / "coach_warmup.parquet"
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
-    assert manifest["output"]["sha256"] == wd.file_sha256(out) and manifest["output"]["rows"] == NUM
-    assert manifest["source"] == {"kind": "file", "path": str(source), "sha256": wd.file_sha256(source)}
+    assert manifest["output"]["sha256"] == sources.file_sha256(out) and manifest["output"]["rows"] == NUM
+    assert manifest["source"] == {"kind": "file", "path": str(source), "sha256": sources.file_sha256(source)}
     assert manifest["drops"] == expected_drops(has_amc) and manifest["num"] == NUM and manifest["seed"] == 0
     assert manifest["coach_instruction"] == CoachSettings().instruction
     assert sorted(manifest["eval_files"]) == (["amc/amc.jsonl"] if has_amc else []) + ["toybench/toybench.jsonl"]
@@ -254,7 +256,7 @@ def test_cli_writes_parquet_and_manifest_deterministically(fixture, tmp_path, ca
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
     script = load_script()
     assert script.main(["--source", str(jsonl), *args[2:], "--out", str(tmp_path / "b" / "w.parquet"), "--quiet"]) == 0
-    assert wd.file_sha256(tmp_path / "b" / "w.parquet") == manifest["output"]["sha256"]
+    assert sources.file_sha256(tmp_path / "b" / "w.parquet") == manifest["output"]["sha256"]
 
     assert script.main(["--source", str(source), *args[2:4], "--num", "1000", "--out", str(tmp_path / "c"), "--quiet"]) == 2
     assert "only 26 problems remain after filtering, 1000 requested" in capsys.readouterr().err

@@ -26,7 +26,7 @@ def test_coach_warmup_on_cuda(tmp_path):
     from cpmobius.settings import load_settings
     from cpmobius.toy.tiny_models import QWEN2_0P5B_SPEC
     from cpmobius.toy.world import make_problem
-    from cpmobius.warmup import run_warmup
+    from cpmobius.warmup.sft import run_warmup
 
     data = tmp_path / "warmup.parquet"
     cfg = compose_config([

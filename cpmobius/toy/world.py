@@ -97,7 +97,7 @@ def generic_coach_text(problem: ToyProblem, rng: random.Random) -> str:
 
 
 def coach_warmup_messages(instruction: str, count: int, seed: int) -> list[list[dict[str, str]]]:
-    """The toy Coach warm-up set in the ``messages`` format of `cpmobius.warmup_data` (user turn =
+    """The toy Coach warm-up set in the ``messages`` format of `cpmobius.warmup.data` (user turn =
     the Coach instruction, assistant turn = one problem); the toy stand-in for the 4K Eurus problems."""
     rng = random.Random(seed)
     return [
