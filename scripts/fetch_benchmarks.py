@@ -1,11 +1,11 @@
 """Write the evaluation benchmarks as ``<out>/<name>/<name>.jsonl`` (the layout training validation,
-``prepare_warmup_data.py --eval-dir`` and ``python -m cpmobius.evaluate --data-dir`` read).
+``prepare_warmup_data.py --eval-dir`` and ``python -m cpmobius.eval --data-dir`` read).
 
     python scripts/fetch_benchmarks.py --out data/eval                     # from the Hugging Face hub
     python scripts/fetch_benchmarks.py --out data/eval --source local --data-dir /path/to/copies
 
-Rows are the uniform schema of `cpmobius.eval_data` (``id``, ``problem``, ``answer``, ``alt_answers``,
-``answer_upstream``); the hub ids are `cpmobius.eval_data.HUB_SOURCES`. A benchmark already written is
+Rows are the uniform schema of `cpmobius.eval.data` (``id``, ``problem``, ``answer``, ``alt_answers``,
+``answer_upstream``); the hub ids are `cpmobius.eval.data.HUB_SOURCES`. A benchmark already written is
 kept unless ``--force``; each file is written to a temporary name and renamed, so an interrupted run
 leaves no half-written benchmark. Exit 2 with one line on an error.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cpmobius.eval_data import BENCHMARKS, load_benchmark  # noqa: E402
+from cpmobius.eval.data import BENCHMARKS, load_benchmark  # noqa: E402
 from cpmobius.jsonl import write_jsonl  # noqa: E402
 
 

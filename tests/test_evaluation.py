@@ -1,4 +1,5 @@
-"""Evaluation scoring (cpmobius.evaluation): hand-computed avg@k / pass@k / maj@k, CIs, tables, CLI."""
+"""Evaluation scoring (cpmobius.eval.scoring, cpmobius.eval.summary): hand-computed avg@k / pass@k /
+maj@k, CIs, tables, CLI."""
 
 from __future__ import annotations
 
@@ -9,21 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from cpmobius.eval_report import markdown_table
-from cpmobius.evaluation import (
-    default_data_dir,
+from cpmobius.eval.cli import main
+from cpmobius.eval.data import default_data_dir, gold_answers, load_benchmark
+from cpmobius.eval.report import markdown_table
+from cpmobius.eval.scoring import (
     AVG_BENCHMARKS,
     ProblemScores,
     avg_at_k,
-    bootstrap_ci,
-    gold_answers,
-    load_benchmark,
     maj_at_k,
-    main,
     pass_at_k,
     score_completions,
-    summarise,
 )
+from cpmobius.eval.summary import bootstrap_ci, summarise
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_EVAL = default_data_dir()
@@ -215,7 +213,7 @@ def test_cli_unknown_problem_id_exits_2_without_traceback(tmp_path):
     data_dir = _data_dir(tmp_path)
     completions = tmp_path / "c.jsonl"
     completions.write_text(json.dumps({"benchmark": "aime24", "problem_id": "no-such-id", "response": "x"}) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "cpmobius.evaluate", "--completions", str(completions),
+    proc = subprocess.run([sys.executable, "-m", "cpmobius.eval", "--completions", str(completions),
                            "--data-dir", str(data_dir)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "no-such-id" in proc.stderr and "Traceback" not in proc.stderr

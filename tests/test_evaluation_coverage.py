@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cpmobius.eval_data import encode_prompt
-from cpmobius.eval_generation import (
+from cpmobius.eval.cli import main
+from cpmobius.eval.data import default_data_dir, encode_prompt
+from cpmobius.eval.generation import (
     Completion,
     HFGenerator,
     RequestPlan,
@@ -25,11 +26,10 @@ from cpmobius.eval_generation import (
     vllm_inputs,
     vllm_sampling_kwargs,
 )
-from cpmobius.evaluate import main
-from cpmobius.eval_data import default_data_dir
-from cpmobius.jsonl import write_jsonl
-from cpmobius.evaluation import AVG_BENCHMARKS, score_completions, score_run
+from cpmobius.eval.scoring import AVG_BENCHMARKS, score_completions
+from cpmobius.eval.summary import score_run
 from cpmobius.grading import GradingError
+from cpmobius.jsonl import write_jsonl
 from cpmobius.toy.tiny_models import build_char_tokenizer
 
 QWEN_TOKENIZER = default_data_dir().parent / "tokenizers" / "qwen2.5-instruct"
@@ -132,7 +132,7 @@ class _RightAnswerGenerator:
 
 
 def test_limit_run_is_complete_for_its_slice(tmp_path, six_benchmarks, monkeypatch, capsys):
-    import cpmobius.eval_generation as gen
+    import cpmobius.eval.generation as gen
 
     monkeypatch.setattr(gen, "make_generator", lambda *a, **kw: _RightAnswerGenerator())
     out = tmp_path / "out"

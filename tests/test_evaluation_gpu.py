@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from cpmobius.eval_data import encode_prompt
-from cpmobius.eval_generation import HFGenerator, SamplingSettings, VLLMGenerator, vllm_available
+from cpmobius.eval.data import encode_prompt
+from cpmobius.eval.generation import HFGenerator, SamplingSettings, VLLMGenerator, vllm_available
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The evaluation harness (cpmobius.evaluate, cpmobius.eval_data): CLI scoring on hand cases, tables,
+"""The evaluation harness (cpmobius.eval.cli, cpmobius.eval.data): CLI scoring on hand cases, tables,
 answer keys, the grader report, data sources, and an end-to-end tiny-model run."""
 
 from __future__ import annotations
@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from cpmobius.eval_data import (
+from cpmobius.eval.cli import main, model_label, parse_k
+from cpmobius.eval.data import (
     HUB_SOURCES,
     INSTRUCTION_SUFFIX,
+    default_data_dir,
     gold_answers,
     load_benchmark,
     rows_from_hub_records,
     strip_instruction,
 )
-from cpmobius.evaluate import main, model_label, parse_k
-from cpmobius.eval_report import paper_model_for
+from cpmobius.eval.report import paper_model_for
 from cpmobius.jsonl import write_jsonl
-from cpmobius.evaluation import default_data_dir
 
 SHARED_EVAL = default_data_dir()
 needs_shared = pytest.mark.skipif(not (SHARED_EVAL / "aime24" / "aime24.jsonl").exists(), reason="needs ../shared/data")

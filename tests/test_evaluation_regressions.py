@@ -1,4 +1,4 @@
-"""Regressions of the evaluation harness: inputs that broke `python -m cpmobius.evaluate`, fixed since.
+"""Regressions of the evaluation harness: inputs that broke `python -m cpmobius.eval`, fixed since.
 
 Generation is replaced by a fake generator (`make_generator` patched), so the resume logic runs on CPU
 in milliseconds; scoring uses the project's grader.
@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from cpmobius.eval_report import PAPER_RESULTS
-from cpmobius import evaluate
-from cpmobius.evaluate import main, model_label, parse_k
+from cpmobius.eval import cli
+from cpmobius.eval.cli import main, model_label, parse_k
+from cpmobius.eval.report import PAPER_RESULTS
+from cpmobius.eval.scoring import ProblemScores, score_completions
+from cpmobius.eval.summary import summarise
 from cpmobius.jsonl import write_jsonl
-from cpmobius.evaluation import ProblemScores, score_completions, summarise
 
 BENCHES = ("aime24", "aime25", "amc", "math500", "minerva_math", "olympiadbench")
 
@@ -171,15 +172,15 @@ def test_model_label_of_relative_paths(tmp_path, monkeypatch):
 
 @pytest.mark.regression("two base models' 'CPMöbius' rows collided: the 1.5B model was shown the 7B's numbers")
 def test_combined_paper_rows_keep_each_base_model():
-    merged = evaluate.merge_paper_rows({"a": PAPER_RESULTS["qwen2p5_math_1p5b"], "b": PAPER_RESULTS["qwen2p5_math_7b_instruct"],
-                               "c": PAPER_RESULTS["qwen2p5_math_1p5b"]})
+    merged = cli.merge_paper_rows({"a": PAPER_RESULTS["qwen2p5_math_1p5b"], "b": PAPER_RESULTS["qwen2p5_math_7b_instruct"],
+                                   "c": PAPER_RESULTS["qwen2p5_math_1p5b"]})
     cpm = {name: row for name, row in merged.items() if name.startswith("CPMöbius")}
     assert {json.dumps(r, sort_keys=True) for r in cpm.values()} == {
         json.dumps(PAPER_RESULTS["qwen2p5_math_1p5b"]["CPMöbius"], sort_keys=True),
         json.dumps(PAPER_RESULTS["qwen2p5_math_7b_instruct"]["CPMöbius"], sort_keys=True)}
     assert merged["Qwen2.5-Math-1.5B"] == {"Avg": 23.3, "OOD Avg": 19.8}
     # One base model: its rows unchanged.
-    assert evaluate.merge_paper_rows({"a": PAPER_RESULTS["qwen2p5_math_1p5b"]}) == PAPER_RESULTS["qwen2p5_math_1p5b"]
+    assert cli.merge_paper_rows({"a": PAPER_RESULTS["qwen2p5_math_1p5b"]}) == PAPER_RESULTS["qwen2p5_math_1p5b"]
 
 
 # ----------------------------------------------------------------------------- resume (fake generator)
@@ -204,7 +205,7 @@ class _FakeGenerator:
         self.backend, self.tokenizer = "fake", _FakeTokenizer()
 
     def generate(self, prompts, n, stop=(), desc=""):
-        from cpmobius.eval_generation import Completion
+        from cpmobius.eval.generation import Completion
 
         _FakeGenerator.calls.append((desc, len(prompts), n))
         return [[Completion(f"r{j}\u2028 so \\boxed{{7}}", 5, "stop") for j in range(n)] for _ in prompts]
@@ -212,7 +213,7 @@ class _FakeGenerator:
 
 @pytest.fixture
 def fake_generation(monkeypatch):
-    import cpmobius.eval_generation as gen
+    import cpmobius.eval.generation as gen
 
     _FakeGenerator.calls = []
     monkeypatch.setattr(gen, "make_generator", lambda model, *a, **kw: _FakeGenerator(fail="missing" in str(model)))

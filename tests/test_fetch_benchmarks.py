@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cpmobius.evaluation import default_data_dir
+from cpmobius.eval.data import default_data_dir
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fetch_benchmarks.py"
 

@@ -30,7 +30,7 @@ from cpmobius.grading import (
     grade_batch,
     majority_vote,
 )
-from cpmobius.evaluation import default_data_dir
+from cpmobius.eval.data import default_data_dir
 from cpmobius.grading.released import normalize_gold
 
 REPO = Path(__file__).resolve().parents[1]

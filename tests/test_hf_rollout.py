@@ -15,7 +15,7 @@ from cpmobius.engine.hf_adapter import HFServerAdapter
 from cpmobius.engine.hf_replica import HFRolloutReplica
 from cpmobius.engine.hf_server import HFGenerationServer
 from cpmobius.engine.naming import hf_server_name, server_name_prefix
-from cpmobius.evaluation import default_data_dir
+from cpmobius.eval.data import default_data_dir
 from cpmobius.toy.tiny_models import materialize_tiny_model
 
 

@@ -103,7 +103,7 @@ def test_step_runs_algorithm_1_and_moves_both_policies(loop):
 
 
 def test_validation_pass_over_the_real_amc_copy(loop):
-    from cpmobius.evaluation import default_data_dir
+    from cpmobius.eval.data import default_data_dir
     from cpmobius.settings import ValidationSettings
     from cpmobius.validation import load_validation_set, measure_accuracy
 

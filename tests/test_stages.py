@@ -235,7 +235,7 @@ def test_bad_settings_name_their_key(override, key):
 
 
 def test_amc_validation_set_loads_from_shared_data():
-    from cpmobius.evaluation import default_data_dir
+    from cpmobius.eval.data import default_data_dir
 
     data = default_data_dir().parent
     if not (data / "eval" / "amc" / "amc.jsonl").is_file():

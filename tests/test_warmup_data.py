@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from cpmobius.evaluation import default_data_dir
+from cpmobius.eval.data import default_data_dir
 from cpmobius.settings import CoachSettings
 from cpmobius.warmup import data as wd
 from cpmobius.warmup import sources

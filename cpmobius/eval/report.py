@@ -1,6 +1,6 @@
 r"""Evaluation reports: the paper-order markdown table, the paper's published rows, the grader report.
 
-Stage: evaluation (reporting). Pure formatting of `cpmobius.evaluation` summaries; the files a run
+Stage: evaluation (reporting). Pure formatting of `cpmobius.eval.summary` summaries; the files a run
 writes (`write_results`). Published numbers (`PAPER_RESULTS`) are only those our notes quote
 (notes/upstream_cpmobius.md §5.4, the released README table); every other paper cell is "—".
 """
@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from cpmobius.evaluation import METRICS, TABLE_COLUMNS
+from cpmobius.eval.scoring import METRICS, TABLE_COLUMNS
 
 PAPER_RESULTS: dict[str, dict[str, dict[str, float]]] = {
     # Source: the released README's Results table as quoted in notes/upstream_cpmobius.md §5.4 (the

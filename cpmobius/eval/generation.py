@@ -1,7 +1,7 @@
 r"""Benchmark generation for the evaluation: k sampled (or greedy) responses per prompt (stage: evaluation).
 
 Two backends with one interface, `Generator.generate(prompt_ids, n, stop) -> list[list[Completion]]`,
-prompts given as token ids (`eval_data.encode_prompt`: the chat template's own tokens, so a template
+prompts given as token ids (`cpmobius.eval.data.encode_prompt`: the chat template's own tokens, so a template
 that writes `bos_token` gets exactly one BOS; text would be tokenized again with a second BOS):
 
 * `VLLMGenerator`: `vllm.LLM` offline generation (the released evaluation's engine, notes §5.1:

@@ -1,16 +1,16 @@
 r"""Benchmark evaluation CLI: generate, grade, tabulate (stage: evaluation).
 
-    python -m cpmobius.evaluate --model PATH [PATH ...] [options]        # generate + score
-    python -m cpmobius.evaluate --completions FILE.jsonl [FILE ...]       # score only (no GPU)
+    python -m cpmobius.eval --model PATH [PATH ...] [options]        # generate + score
+    python -m cpmobius.eval --completions FILE.jsonl [FILE ...]       # score only (no GPU)
 
-Generate mode, per model: each benchmark's problems (`cpmobius.eval_data`: local copies, parquet or
+Generate mode, per model: each benchmark's problems (`cpmobius.eval.data`: local copies, parquet or
 the hub) are prompted exactly as the released evaluation (notes/upstream_cpmobius.md §5.1: the
 instruction suffix stripped, the bare problem as the only user turn of the model's own chat
 template), sampled k times with the released protocol (T=0.7, top-p 0.9, repetition penalty 1.05,
 4096 new tokens; k = 32, 32, 10, 5, 5, 5 for AIME24, AIME25, AMC, MATH-500, Minerva, OlympiadBench)
 or greedily (`--greedy`, k = 1 unless `--k` says otherwise), through vLLM when importable, else HF
-transformers (`cpmobius.eval_generation`). Then graded by the project's one grader
-(`cpmobius.evaluation`): avg@k (the paper's number), unbiased pass@k, maj@k, bootstrap 95% CIs over
+transformers (`cpmobius.eval.generation`). Then graded by the project's one grader
+(`cpmobius.eval.scoring`, `cpmobius.eval.summary`): avg@k (the paper's number), unbiased pass@k, maj@k, bootstrap 95% CIs over
 problems, Avg over the six and OOD Avg over the five without AMC.
 
 Outputs under `--out` (default `outputs/eval`):
@@ -23,7 +23,7 @@ Outputs under `--out` (default `outputs/eval`):
     <label>/grader_disagreements.md  problems where grader=cpmobius and grader=released disagree
     results.md, results.json         every model of the run side by side (avg@k)
 
-Coverage (`cpmobius.evaluation`): every benchmark records problems scored vs problems evaluated;
+Coverage (`cpmobius.eval.summary`): every benchmark records problems scored vs problems evaluated;
 Avg / OOD Avg come only from complete benchmarks, else they are None with the reason in
 results.json and a footnote under the table. `--limit N` evaluates the first N problems of each
 benchmark: a run (or a re-scoring with the same `--limit`) is complete for that slice, and the
@@ -34,10 +34,11 @@ numbers of responses are an error naming them unless `--allow-uneven-k`. Grading
 errors are counted per benchmark (results.json `grading`, the table's footnote); a benchmark
 whose every grade failed stops the run (exit 1) instead of reporting zeros.
 
-Resume: a benchmark whose responses are all in `completions.jsonl` (every problem, k each) is skipped
-on rerun; a benchmark cut short by a crash (or written with another k) is dropped from the file and
-generated again; benchmarks not asked for this time stay in the file untouched. Rerunning with other
-sampling settings or another model in a folder that holds responses is refused (use another `--out`).
+Resume (`cpmobius.eval.completions`): a benchmark whose responses are all in `completions.jsonl`
+(every problem, k each) is skipped on rerun; a benchmark cut short by a crash (or written with
+another k) is dropped from the file and generated again; benchmarks not asked for this time stay in
+the file untouched. Rerunning with other sampling settings or another model in a folder that holds
+responses is refused (use another `--out`).
 
 Departures from the released evaluation (`# CPMöbius:`): one aggregation step (Avg, OOD Avg, CIs);
 `answer_key=corrected` by default (the released Minerva key holds the previous sub-problem's answer
@@ -49,18 +50,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from cpmobius.eval_data import ANSWER_KEYS, BENCHMARKS, STOP_STRINGS, encode_prompt, load_benchmark
-from cpmobius.eval_report import PAPER_RESULTS, markdown_table, paper_model_for, table_notes, write_results
-from cpmobius.evaluation import AVG_BENCHMARKS, DEFAULT_K, GRADERS, read_completions, score_run
+from cpmobius.eval.completions import generate_model, read_completions
+from cpmobius.eval.data import ANSWER_KEYS, BENCHMARKS, load_benchmark
+from cpmobius.eval.report import PAPER_RESULTS, markdown_table, paper_model_for, table_notes, write_results
+from cpmobius.eval.scoring import AVG_BENCHMARKS, DEFAULT_K, GRADERS
+from cpmobius.eval.summary import score_run
 from cpmobius.grading import GradingError
-from cpmobius.jsonl import write_jsonl
 
 DEFAULT_OUT = "outputs/eval"
 
@@ -101,110 +101,6 @@ def model_label(path: str) -> str:
     name = "__".join(parts[-2:]) if len(parts) > 1 and parts[-1].lower() in generic else parts[-1]
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
-
-def _load_existing(path: Path, expected: Mapping[str, Mapping[str, int]]) -> dict[str, list[dict[str, Any]]]:
-    """Complete benchmarks already in `path`; rewrites the file without incomplete ones (a crash mid-append).
-
-    Benchmarks of `expected` whose counts differ (cut short, other k or problems) are dropped; those
-    not in `expected` (not asked for by this run) are kept untouched.
-    """
-    if not path.exists():
-        return {}
-    by_bench: dict[str, list[dict[str, Any]]] = {}
-    # Split on "\n" only: json.dumps(ensure_ascii=False) leaves U+2028/U+0085 raw inside strings, where
-    # `str.splitlines` would cut a record in two.
-    lines = [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a crash
-        if isinstance(rec, dict):
-            by_bench.setdefault(rec.get("benchmark"), []).append(rec)
-    complete, kept = {}, {}
-    for bench, recs in by_bench.items():
-        if bench not in expected:
-            kept[bench] = recs  # not asked for this time: kept as it is, never deleted
-            continue
-        counts: dict[str, int] = {}
-        for rec in recs:
-            counts[str(rec.get("problem_id"))] = counts.get(str(rec.get("problem_id")), 0) + 1
-        if counts == dict(expected[bench]):
-            complete[bench] = kept[bench] = recs
-        else:
-            print(f"[evaluate] {path}: dropping {len(recs)} responses of {bench!r} (incomplete or other k/problems)",
-                  file=sys.stderr)
-    if sum(len(r) for r in kept.values()) != len(lines):
-        write_jsonl(path, [r for rs in kept.values() for r in rs])
-    return complete
-
-
-def _append(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
-    """Append one benchmark's records in one write, flushed to disk."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _check_run(run_path: Path, run: Mapping[str, Any]) -> None:
-    """Refuse to resume a folder holding another model's or other settings' responses."""
-    completions = run_path.parent / "completions.jsonl"
-    # A run that wrote no responses (e.g. it failed to load the model) leaves nothing to protect.
-    if run_path.exists() and completions.exists() and completions.read_text(encoding="utf-8").strip():
-        old = json.loads(run_path.read_text())
-        keys = ("model", "sampling", "system_prompt", "source", "limit")
-        diff = [key for key in keys if old.get(key) != run.get(key)]
-        if diff:
-            raise ValueError(f"{run_path.parent} holds a run with other {diff} ({ {k: old.get(k) for k in diff} }); "
-                             "give another --out to start a new run")
-    run_path.parent.mkdir(parents=True, exist_ok=True)
-    run_path.write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
-
-
-def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[Mapping[str, Any]]],
-                   k: Mapping[str, int], args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
-    """Generate (or resume) one model's completions for every benchmark; return all its records.
-
-    Raises:
-        ValueError: settings clash with the folder's earlier run, or a bad backend/sampling value.
-    """
-    from cpmobius.eval_generation import SamplingSettings, make_generator
-
-    sampling = SamplingSettings(args.temperature, args.top_p, args.repetition_penalty, args.max_new_tokens,
-                                args.greedy, args.seed)
-    run = {"model": model, "label": label, "sampling": sampling.as_dict(), "system_prompt": args.system_prompt,
-           "source": args.source, "limit": args.limit, "k": dict(k), "paper_model": args.paper_model}
-    _check_run(out / "run.json", run)
-    expected = {b: {str(r["id"]): k[b] for r in rows} for b, rows in rows_by_bench.items()}
-    path = out / "completions.jsonl"
-    done = _load_existing(path, expected)
-    generator = None
-    for bench, rows in rows_by_bench.items():
-        if bench in done:
-            print(f"[evaluate] {label} {bench}: {len(done[bench])} responses already there, skipped", file=sys.stderr)
-            continue
-        if generator is None:
-            generator = make_generator(model, sampling, args.backend, device=args.device, dtype=args.dtype,
-                                       batch_size=args.batch_size, tensor_parallel_size=args.tensor_parallel_size,
-                                       gpu_memory_utilization=args.gpu_memory_utilization,
-                                       max_model_len=args.max_model_len)
-            run["backend"] = generator.backend
-            (out / "run.json").write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
-        start = time.perf_counter()
-        # Token ids straight from the chat template: the engine adds no second BOS (Llama-based models).
-        prompts = [encode_prompt(generator.tokenizer, r["problem"], args.system_prompt) for r in rows]
-        outputs = generator.generate([p.token_ids for p in prompts], k[bench], STOP_STRINGS.get(bench, ()),
-                                     desc=f"{label} {bench}")
-        records = [{"benchmark": bench, "problem_id": str(row["id"]), "sample": j, "response": c.text,
-                    "finish_reason": c.finish_reason, "response_tokens": c.response_tokens, "model": label,
-                    **({"prompt": prompt.text} if j == 0 else {})}
-                   for row, prompt, completions in zip(rows, prompts, outputs) for j, c in enumerate(completions)]
-        _append(path, records)
-        done[bench] = records
-        print(f"[evaluate] {label} {bench}: {len(records)} responses in {time.perf_counter() - start:.1f} s",
-              file=sys.stderr)
-    return [r for bench in rows_by_bench for r in done[bench]]
 
 
 def paper_rows_for(paper_model: Optional[str], model_path: str) -> dict[str, dict[str, float]]:
@@ -257,7 +153,7 @@ def combined_table(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[st
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m cpmobius.evaluate", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m cpmobius.eval", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--model", nargs="+", help="model folder(s) or hub id(s) to generate with")

@@ -107,7 +107,7 @@ def default_data_dir() -> Path:
     env = os.environ.get("CPMOBIUS_SHARED_DATA")
     if env:
         return Path(env) / "eval"
-    return Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
+    return Path(__file__).resolve().parents[3] / "shared" / "data" / "eval"
 
 
 def strip_instruction(text: str) -> str:

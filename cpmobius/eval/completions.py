@@ -1,0 +1,172 @@
+"""The completions of a run (``completions.jsonl``): generated with resume, read back for scoring
+(stage: evaluation).
+
+- `generate_model`: one model's responses for every benchmark, appended per benchmark; a rerun
+  skips the benchmarks already complete, drops and regenerates one cut short by a crash, and keeps
+  those not asked for (`_load_existing`); ``run.json`` records the model and sampling settings, and
+  a rerun with others in the same folder is refused (`_check_run`). Generation itself is
+  `cpmobius.eval.generation` (vLLM or HF transformers).
+- `read_completions`: a completions file, validated line by line (the CLI's score-only mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from cpmobius.eval.data import BENCHMARKS, STOP_STRINGS, encode_prompt
+from cpmobius.jsonl import JSONLineError, json_objects, write_jsonl
+
+
+def _load_existing(path: Path, expected: Mapping[str, Mapping[str, int]]) -> dict[str, list[dict[str, Any]]]:
+    """Complete benchmarks already in `path`; rewrites the file without incomplete ones (a crash mid-append).
+
+    Benchmarks of `expected` whose counts differ (cut short, other k or problems) are dropped; those
+    not in `expected` (not asked for by this run) are kept untouched.
+    """
+    if not path.exists():
+        return {}
+    by_bench: dict[str, list[dict[str, Any]]] = {}
+    # Split on "\n" only: json.dumps(ensure_ascii=False) leaves U+2028/U+0085 raw inside strings, where
+    # `str.splitlines` would cut a record in two.
+    lines = [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash
+        if isinstance(rec, dict):
+            by_bench.setdefault(rec.get("benchmark"), []).append(rec)
+    complete, kept = {}, {}
+    for bench, recs in by_bench.items():
+        if bench not in expected:
+            kept[bench] = recs  # not asked for this time: kept as it is, never deleted
+            continue
+        counts: dict[str, int] = {}
+        for rec in recs:
+            counts[str(rec.get("problem_id"))] = counts.get(str(rec.get("problem_id")), 0) + 1
+        if counts == dict(expected[bench]):
+            complete[bench] = kept[bench] = recs
+        else:
+            print(f"[evaluate] {path}: dropping {len(recs)} responses of {bench!r} (incomplete or other k/problems)",
+                  file=sys.stderr)
+    if sum(len(r) for r in kept.values()) != len(lines):
+        write_jsonl(path, [r for rs in kept.values() for r in rs])
+    return complete
+
+
+def _append(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """Append one benchmark's records in one write, flushed to disk."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _check_run(run_path: Path, run: Mapping[str, Any]) -> None:
+    """Refuse to resume a folder holding another model's or other settings' responses."""
+    completions = run_path.parent / "completions.jsonl"
+    # A run that wrote no responses (e.g. it failed to load the model) leaves nothing to protect.
+    if run_path.exists() and completions.exists() and completions.read_text(encoding="utf-8").strip():
+        old = json.loads(run_path.read_text())
+        keys = ("model", "sampling", "system_prompt", "source", "limit")
+        diff = [key for key in keys if old.get(key) != run.get(key)]
+        if diff:
+            raise ValueError(f"{run_path.parent} holds a run with other {diff} ({ {k: old.get(k) for k in diff} }); "
+                             "give another --out to start a new run")
+    run_path.parent.mkdir(parents=True, exist_ok=True)
+    run_path.write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
+
+
+def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[Mapping[str, Any]]],
+                   k: Mapping[str, int], args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+    """Generate (or resume) one model's completions for every benchmark; return all its records.
+
+    Raises:
+        ValueError: settings clash with the folder's earlier run, or a bad backend/sampling value.
+    """
+    from cpmobius.eval.generation import SamplingSettings, make_generator
+
+    sampling = SamplingSettings(args.temperature, args.top_p, args.repetition_penalty, args.max_new_tokens,
+                                args.greedy, args.seed)
+    run = {"model": model, "label": label, "sampling": sampling.as_dict(), "system_prompt": args.system_prompt,
+           "source": args.source, "limit": args.limit, "k": dict(k), "paper_model": args.paper_model}
+    _check_run(out / "run.json", run)
+    expected = {b: {str(r["id"]): k[b] for r in rows} for b, rows in rows_by_bench.items()}
+    path = out / "completions.jsonl"
+    done = _load_existing(path, expected)
+    generator = None
+    for bench, rows in rows_by_bench.items():
+        if bench in done:
+            print(f"[evaluate] {label} {bench}: {len(done[bench])} responses already there, skipped", file=sys.stderr)
+            continue
+        if generator is None:
+            generator = make_generator(model, sampling, args.backend, device=args.device, dtype=args.dtype,
+                                       batch_size=args.batch_size, tensor_parallel_size=args.tensor_parallel_size,
+                                       gpu_memory_utilization=args.gpu_memory_utilization,
+                                       max_model_len=args.max_model_len)
+            run["backend"] = generator.backend
+            (out / "run.json").write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
+        start = time.perf_counter()
+        # Token ids straight from the chat template: the engine adds no second BOS (Llama-based models).
+        prompts = [encode_prompt(generator.tokenizer, r["problem"], args.system_prompt) for r in rows]
+        outputs = generator.generate([p.token_ids for p in prompts], k[bench], STOP_STRINGS.get(bench, ()),
+                                     desc=f"{label} {bench}")
+        records = [{"benchmark": bench, "problem_id": str(row["id"]), "sample": j, "response": c.text,
+                    "finish_reason": c.finish_reason, "response_tokens": c.response_tokens, "model": label,
+                    **({"prompt": prompt.text} if j == 0 else {})}
+                   for row, prompt, completions in zip(rows, prompts, outputs) for j, c in enumerate(completions)]
+        _append(path, records)
+        done[bench] = records
+        print(f"[evaluate] {label} {bench}: {len(records)} responses in {time.perf_counter() - start:.1f} s",
+              file=sys.stderr)
+    return [r for bench in rows_by_bench for r in done[bench]]
+
+
+def read_completions(path: str | Path) -> list[dict[str, Any]]:
+    """Read and validate a completions JSONL file.
+
+    Raises:
+        ValueError: a file that is not UTF-8, a line that is not a JSON object with `benchmark`
+            (a known name), `problem_id` (str or int) and `response` (str or null), or a repeated
+            (benchmark, problem_id, sample) when records carry `sample`; the message names file:line.
+        OSError: the file cannot be read.
+    """
+    records = []
+    seen: dict[tuple, int] = {}
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line_no = raw.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path}:{line_no}: not UTF-8 text (byte {raw[error.start]:#04x})") from None
+    try:
+        # Split on "\n" only: `str.splitlines` also splits inside JSON strings at U+2028, U+0085, ...
+        lines = list(json_objects(text.split("\n")))
+    except JSONLineError as error:
+        raise ValueError(f"{path}:{error.line_no}: {error.reason}") from None
+    for line_no, rec in lines:
+        where = f"{path}:{line_no}"
+        missing = [key for key in ("benchmark", "problem_id", "response") if key not in rec]
+        if missing:
+            raise ValueError(f"{where}: missing field(s) {missing}")
+        if rec["benchmark"] not in BENCHMARKS:
+            raise ValueError(f"{where}: unknown benchmark {rec['benchmark']!r}; expected one of {BENCHMARKS}")
+        if not isinstance(rec["problem_id"], (str, int)) or isinstance(rec["problem_id"], bool):
+            raise ValueError(f"{where}: problem_id must be a string or an integer")
+        if rec["response"] is not None and not isinstance(rec["response"], str):
+            raise ValueError(f"{where}: response must be a string or null")
+        if "sample" in rec:
+            key = (rec["benchmark"], str(rec["problem_id"]), rec["sample"], rec.get("model"))
+            if key in seen:
+                raise ValueError(f"{where}: duplicate of line {seen[key]} (same benchmark, problem_id, sample)")
+            seen[key] = line_no
+        records.append(rec)
+    if not records:
+        raise ValueError(f"{path}: no completions")
+    return records
