@@ -6,8 +6,8 @@ step t+1 (the Coach update does not touch the Player), so one pass per step suff
 before the loop (`DeltaTracker`). Accuracy is the mean over problems of the share of correct
 samples (avg@k); with greedy decoding k = 1. Answers are graded by the one project grader.
 
-Departures (`# CPMöbius:`): Δt is a fraction (the released code multiplies by 100; its
-`released_*` Coach rewards keep that factor); after a Player rollback the tracker restarts from
+Departures (`# CPMöbius:`): Δt is logged as a fraction (`val/delta_t`); every Coach reward uses it
+in accuracy points, 100·Δt, as the released code does (`cpmobius.rewards`); after a Player rollback the tracker restarts from
 the restored Player's score, so the jump caused by the rollback is not credited to the Coach (the
 released code credits it).
 """

@@ -151,16 +151,17 @@ def test_grpo_advantages_hand_computed_and_zero_variance_br23():
 
 def test_coach_reward_table_br39():
     # P3: pass rate 0.5, Δt = +0.04 → paper 0.5 × 0.04 = 0.02; released 100·Δt = 4
-    assert coach_rewards("paper", 0.04, [0.5]) == pytest.approx([0.02])
+    # paper: pass rate × Δt in points: 0.5 × 4 = 2.0
+    assert coach_rewards("paper", 0.04, [0.5]) == pytest.approx([2.0])
     assert coach_rewards("released_uniform", 0.04, [0.5, 0.25]) == pytest.approx([4.0, 4.0])
     assert coach_rewards("released_advantage", 0.04, [0.5, 0.5], [0.25, 0.0]) == pytest.approx([1.0, -4.0])
-    assert coach_rewards("paper", -0.1, [0.3]) == pytest.approx([-0.03])
+    assert coach_rewards("paper", -0.1, [0.3]) == pytest.approx([-3.0])  # 0.3 × −10 points
     with pytest.raises(ValueError, match="unknown coach reward"):
         coach_rewards("best_of_n", 0.1, [0.5])
 
 
 def test_coach_advantages_are_not_normalised_br25():
-    rewards = coach_rewards("paper", 1.0, [0.95] * 7 + [0.0])
+    rewards = coach_rewards("paper", 0.01, [0.95] * 7 + [0.0])  # Δt = one point
     adv = coach_advantages(rewards, torch.ones(8, 2))
     assert adv[7].tolist() == [0.0, 0.0] and adv[0].tolist() == pytest.approx([0.95, 0.95])
     assert adv.abs().max() <= 0.95 + 1e-6
