@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, Optional
 
-from cpmobius.prompts import coach_prompt
+from cpmobius.prompts import coach_prompt, player_prompt
 from cpmobius.settings import CoachSettings
 
 # Why a candidate was rejected; each is counted as coach/rejected/<reason>.
-REJECT_REASONS = ("empty", "truncated", "over_long", "no_question", "chatter", "several_problems", "leaks_answer", "duplicate")
+REJECT_REASONS = (
+    "empty", "truncated", "over_long", "no_question", "chatter", "several_problems", "leaks_answer", "duplicate",
+    "prompt_too_long",
+)
 
 _QUESTION_WORDS = re.compile(
     r"\?|\b(what|which|who|when|where|why|find|compute|calculate|determine|evaluate|solve|simplify|how many|how much|"
@@ -159,3 +162,31 @@ def propose_problems(coach: Any, settings: CoachSettings, count: int) -> tuple[l
     mark_duplicates(problems, settings.duplicate_similarity)
     rejected = Counter(p.reject_reason for p in problems if not p.valid)
     return problems, batch, rejected
+
+
+def reject_unfit_prompts(problems: list[Problem], player: Any, system_prompt: Optional[str]) -> int:
+    """Reject valid problems whose rendered Player prompt has more tokens than the Player accepts.
+
+    # CPMöbius: verl would cut such a prompt from the left (losing the system turn and the start of
+    the problem) and the Player would be trained on a problem it never saw whole; the released code
+    does that. Applied whether or not ``coach.validate`` is on, since it is about the Player's
+    context, not the Coach's format; ``coach.max_problem_chars`` bounds characters, this bounds tokens.
+
+    Args:
+        problems: candidates; valid ones whose prompt does not fit get reason "prompt_too_long".
+        player: the Player `Policy` (``count_prompt_tokens``, ``max_prompt_tokens``).
+        system_prompt: the Player's system turn (``player.system_prompt``).
+
+    Returns:
+        the number of problems rejected here.
+    """
+    valid = [p for p in problems if p.valid]
+    if not valid:
+        return 0
+    counts = player.count_prompt_tokens([player_prompt(p.text, system_prompt) for p in valid])
+    rejected = 0
+    for problem, tokens in zip(valid, counts):
+        if tokens > player.max_prompt_tokens:
+            problem.reject_reason = "prompt_too_long"
+            rejected += 1
+    return rejected

@@ -20,7 +20,7 @@ from typing import Any, Optional
 from verl import DataProto
 
 from cpmobius import checkpoint, metrics
-from cpmobius.coach import Problem, propose_problems
+from cpmobius.coach import Problem, propose_problems, reject_unfit_prompts
 from cpmobius.difficulty_filter import GroupOutcome, roll_out_and_filter
 from cpmobius.grading import answers_equivalent
 from cpmobius.rewards import (
@@ -148,6 +148,8 @@ class CoachPlayerLoop:
             with self.timed("coach"):
                 self.coach.activate()
                 problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
+            if reject_unfit_prompts(problems, self.player, self.settings.player.system_prompt):
+                attempt_rejected = Counter(p.reject_reason for p in problems if not p.valid)
             candidates += count
             rejected.update(attempt_rejected)
             self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
@@ -216,6 +218,7 @@ class CoachPlayerLoop:
         return delta_t, {
             "val/accuracy": result.accuracy,
             "val/response_length_mean": result.mean_response_tokens,
+            **{f"val/sampling/{key}": value for key, value in result.sampling.items()},
             **{f"val/grade/{status}": count for status, count in result.grade_counts.items()},
         }
 
