@@ -14,7 +14,7 @@ import copy
 import pytest
 import torch
 
-from cpmobius.config import compose_config, policy_config
+from cpmobius.engine.config import compose_config, policy_config
 from cpmobius.rewards import coach_advantages, coach_rewards
 
 PASS_RATES = [0.25, 0.5, 0.5, 0.75]  # four kept problems inside the band [0.2, 0.8]
@@ -26,7 +26,7 @@ def _coach_actor_config():
 
 
 def _batch():
-    from cpmobius.tiny_models import build_char_tokenizer, build_tiny_qwen2
+    from cpmobius.toy.tiny_models import build_char_tokenizer, build_tiny_qwen2
 
     tokenizer = build_char_tokenizer()
     spec = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128}
