@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from . import released
-from .arithmetic import MP, Irr, num_eq
+from .arithmetic import MP, Irr, TooBig, Unsupported, num_add, num_eq, num_mul, num_pow
 
 
 _MV: dict[str, Any] = {}
@@ -47,21 +47,81 @@ def _mv_parse(s: str) -> list:
     return mv["parse"]("\\boxed{" + s + "}", extraction_config=mv["cfg"], parsing_timeout=None)
 
 
+_MAX_FACTORIAL = 20_000  # 20000! has ~77k digits, within the fast path's exact-size limit
+
+
+def _exact_rational(e: Any) -> Fraction | None:
+    """The exact value of a sympy expression built from rationals by +, ×, integer powers,
+    exact roots, factorials and binomials (math-verify leaves these unevaluated), else None.
+
+    Raises:
+        TooBig: the exact value would be astronomically large.
+    """
+    import math
+
+    import sympy
+
+    if isinstance(e, sympy.Rational):
+        return Fraction(int(e.p), int(e.q))
+    if isinstance(e, (sympy.Add, sympy.Mul)):
+        parts = [_exact_rational(a) for a in e.args]
+        if any(p is None for p in parts):
+            return None
+        out = parts[0]
+        for p in parts[1:]:
+            out = num_add(out, p) if isinstance(e, sympy.Add) else num_mul(out, p)
+        return out
+    if isinstance(e, sympy.Pow):
+        base, exp = _exact_rational(e.base), _exact_rational(e.exp)
+        if base is None or exp is None:
+            return None
+        try:
+            value = num_pow(base, exp)
+        except Unsupported:
+            return None
+        return value if isinstance(value, Fraction) else None
+    if isinstance(e, (sympy.factorial, sympy.binomial)):
+        args = [_exact_rational(a) for a in e.args]
+        if any(a is None or a.denominator != 1 or a < 0 for a in args):
+            return None
+        n = int(args[0])
+        if n > _MAX_FACTORIAL:
+            raise TooBig
+        return Fraction(math.factorial(n) if len(args) == 1 else math.comb(n, int(args[1])))
+    return None
+
+
 def _sympy_number(e: Any) -> Any:
-    """Fraction / Irr for a real numeric constant sympy expression, else None."""
+    """Fraction / Irr for a real numeric constant sympy expression, else None.
+
+    Rational expressions are evaluated exactly (`_exact_rational`); others to 60 digits, the
+    error taken from the precision sympy reports (a cancellation to zero comes back as zero to
+    within its error).
+
+    Raises:
+        OverflowError: a rational expression whose exact value is astronomically large (reported
+            as "timeout", like the fast path's cost guard).
+    """
     import sympy
 
     if not isinstance(e, sympy.Expr) or isinstance(e, sympy.UnevaluatedExpr) or not e.is_number:
         return None
-    if isinstance(e, sympy.Rational):
-        return Fraction(int(e.p), int(e.q))
     floats = e.atoms(sympy.Float)
     if floats:  # a written decimal is exact: 1.3 is 13/10, not its 53-bit approximation
         e = e.xreplace({f: sympy.Rational(str(f)) for f in floats})
+    try:
+        # CPMöbius: an exact rational stays exact (an unevaluated 1/100! used to become a 60-digit
+        # real and equal 1/101! within an absolute tolerance).
+        exact = _exact_rational(e)
+    except TooBig as exc:
+        raise OverflowError("exact value too large") from exc
+    if exact is not None:
+        return exact
     v = e.evalf(60)
     if not (v.is_real and v.is_finite) or not isinstance(v, sympy.Float):
         return None
-    return Irr(MP.mpf(str(v)))
+    value = MP.make_mpf(v._mpf_)
+    return Irr(value, abs(value) * MP.mpf(2) ** (4 - v._prec))
 
 
 def _point_value(name: str, k: int) -> Fraction:
