@@ -55,6 +55,18 @@ TINY = [
     ("100!", r"100\cdot 99!", True),
     (r"\binom{100}{50}", r"\frac{100!}{50!\,50!}", True),
     (r"(10^{-30}, 1)", r"(10^{-31}, 1)", False),
+    # inside containers and complex numbers math-verify compares (its own rounding used to decide)
+    (r"(\frac{1}{100!}, 1)", r"(\frac{1}{101!}, 1)", False),
+    (r"(\frac{1}{100!}, 1)", r"(\frac{1}{100\cdot 99!}, 1)", True),
+    (r"\{\frac{1}{100!}, 1\}", r"\{\frac{1}{101!}, 1\}", False),
+    (r"[0, \frac{1}{100!}]", r"[0, \frac{1}{101!}]", False),
+    (r"x \in (0, \frac{1}{100!})", r"x \in (0, \frac{1}{101!})", False),
+    (r"\frac{1}{100!}+i", r"\frac{1}{101!}+i", False),
+    (r"\alpha+10^{-30}", r"\alpha+10^{-31}", False),
+    (r"\alpha\sqrt{2}\sqrt{3}", r"\alpha\sqrt{6}", True),
+    (r"(\frac13, \alpha)", r"(0.333333, \alpha)", True),  # the decimal rule inside a tuple
+    (r"(\frac13, \alpha)", r"(0.333, \alpha)", False),
+    (r"(1+10^{-7}, \alpha)", r"(1.000000, \alpha)", False),
     # reals: the tolerance is their own propagated error, not an absolute 1e-45
     (r"\frac{\pi}{10^{50}}", r"\frac{\pi}{10^{51}}", False),
     (r"\sqrt{2}\cdot 10^{-60}", r"\sqrt{2}\cdot 10^{-61}", False),
@@ -95,8 +107,9 @@ def test_exact_values_compare_exactly(gold, answer, verdict):
 def test_huge_exact_values_are_over_budget_not_equal():
     # 1000000! has 5.5 million digits: the exact comparison is over the cost budget ("timeout"),
     # never a 60-digit "equal".
-    result = grade("1000000!", boxed("1000000!+1"), timeout_s=20)
-    assert not result.correct and result.status == "timeout"
+    for gold, answer in (("1000000!", "1000000!+1"), (r"(1000000!, \alpha)", r"(1000000!+1, \alpha)")):
+        result = grade(gold, boxed(answer), timeout_s=20)
+        assert not result.correct and result.status == "timeout"
 
 
 def test_num_eq_tolerance_is_relative_to_the_error():

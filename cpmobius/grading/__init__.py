@@ -105,9 +105,11 @@ code style                      `pi`→`\pi`, `*`→`\cdot`, `**`→`^`,        
                                 `sqrt(x)`→`\sqrt{x}`, `exp(x)`→`e^{x}`,       pi/2 = \frac{\pi}{2}
                                 `1e-3`→`1\times10^{-3}`
 anything else                   math-verify (strict, its unit stripping off:
-                                units are the rule above); numeric constants
-                                use the decimal rule above; gold first when
-                                grading
+                                units are the rule above); numeric constants,
+                                and the numbers it compares inside tuples,
+                                sets, intervals, complex numbers and
+                                differences, use the exact-value and decimal
+                                rules above; gold first when grading
 ==============================  ============================================  =====================
 
 Gold vs response (scoring) is directional, as math-verify intends (the gold fixes the form:
@@ -162,8 +164,9 @@ Departures from the paper / released code (marked `# CPMöbius:` in the code)
 * Truncated final boxes give no answer; several nearby boxes are last-wins (math-verify's
   default parse merges them into a set); the same answer boxed twice in a row is one answer.
 * Exact values compare exactly (math-verify's parse leaves `1/100!` unevaluated and a 60-digit
-  comparison with an absolute tolerance made it equal `1/101!`); repeating decimals and mixed
-  numbers written with a space are read as the rationals they denote.
+  comparison with an absolute tolerance made it equal `1/101!`; math-verify's own numeric
+  comparison, `evalf(chop=True)` / `round(6)`, is replaced by ours inside the worker);
+  repeating decimals and mixed numbers written with a space are read as the rationals they denote.
 * Hard per-batch wall-clock limits through process isolation; a timeout is a status, never a
   silent 0.
 
