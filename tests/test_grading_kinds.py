@@ -208,6 +208,9 @@ def test_mixed_number_canonical_form(answer, canonical):
         (r"\frac72", r"3 \frac{1}{2}", True),
         (r"\frac32", r"3\cdot\frac{1}{2}", True),  # an explicit product is a product
         (r"-\frac32", "-1 1/2", True),
+        (r"\frac72", "3½", True),  # a vulgar fraction after an integer: the same mixed number
+        (r"-\frac74", "-1¾", True),
+        (r"\frac12", "½", True),
         ("1", r"2 \cdot 1/2", True),
         ("1000", r"1\,000", True),
         ("1500", r"1 500", True),

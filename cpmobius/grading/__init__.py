@@ -63,10 +63,11 @@ thousands `1,000`               `,`, `{,}`, `,\!` join digits only between    1,
                                 as in LaTeX math mode
 mixed numbers `3 1/2`           an integer, spacing (` `, `\ `, `\,`, `~`,    3 1/2 = 7/2 ≠ 31/2;
                                 `\quad`) and a proper fraction is their sum;  2\ 3/4 = 11/4;
-                                `3\frac{1}{2}` is 7/2 (LaTeX convention); if  -1 1/2 = -3/2;
-                                the spaces may also be digit groups (a        1 000/3 = 1000/3;
-                                3-digit numerator after 1–3 digits) or the    12 345/678, 3 5/2:
-                                fraction is improper: no answer               no answer
+                                `3\frac{1}{2}`, `3½` are 7/2 (LaTeX           -1 1/2 = -3/2;
+                                convention); if the spaces may also be digit  1 000/3 = 1000/3;
+                                groups (a 3-digit numerator after 1–3         12 345/678, 3 5/2:
+                                digits) or the fraction is improper: no       no answer
+                                answer
 repeating `0.\overline{3}`      the exact rational: bar over the repetend,    0.\overline{1} = 1/9;
                                 `\dot` over its first and last digit, or      0.1\overline{6} = 1/6;
                                 `0.(3)` (parentheses right after the point;   0.\dot{1}4\dot{2} =

@@ -48,6 +48,10 @@ _UNICODE = str.maketrans({
     "\u00b0": "^\\circ", "\u2264": "\\leq ", "\u2265": "\\geq ", "\u2260": "\\neq ",
     "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u20ac": "", "\u00a3": "", "\u00a5": "",
     "\n": " ", "\t": " ", "\r": " ",
+    # vulgar fractions: "3½" is the mixed number 3\frac{1}{2} (read as 7/2 like any LaTeX mixed number)
+    **{c: f"\\frac{{{p}}}{{{q}}}" for c, (p, q) in {
+        "½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5), "⅖": (2, 5), "⅗": (3, 5),
+        "⅘": (4, 5), "⅙": (1, 6), "⅚": (5, 6), "⅛": (1, 8), "⅜": (3, 8), "⅝": (5, 8), "⅞": (7, 8)}.items()},
 })
 _WHOLE_BOX_RE = re.compile(r"^\\(?:boxed|fbox)\s*\{(.*)\}$", re.S)
 _LEFTRIGHT_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
