@@ -50,6 +50,7 @@ NOT_A_FIGURE = [
     "Round 3.14159 to three significant figures. What do you get?",
     "Find the area of the figure formed by the lines y = x, y = -x and y = 3.",
     "Sketch the graph of y = x^2 - 4 and find where it crosses the x-axis.",
+    "Look at the graph of y = |x - 2|. For which x does it reach its minimum?",
     "A graph has 10 vertices and 15 edges. What is the sum of the degrees of the graph?",
     "Find the area of the part of the graph below the x-axis for y = x^2 - 1.",
     "A 4 x 4 grid of points is given. How many squares have all four vertices on the grid?",
@@ -60,6 +61,7 @@ NOT_A_FIGURE = [
     "A rectangular picture 8 by 10 inches has a frame 1 inch wide. What is the area of the frame?",
     "What is the place value of figure 5 in 3,512?",
     "What is the probability that a point chosen in the unit square lies above the line y = x?",
+    "Each selfie has two or three students in the picture. What is the least number of selfies?",  # OlympiadBench
 ]
 
 # The figure or the table is in the text: kept (MATH's problems carry Asymptote code).
@@ -69,6 +71,12 @@ FIGURE_IN_TEXT = [
     "As shown in the figure, find the side of the square.\n\\begin{tikzpicture}\\draw (0,0) rectangle (2,2);\\end{tikzpicture}",
     "The table below shows the scores.\n| name | score |\n|---|---|\n| Ann | 3 |\n| Bob | 5 |\nWhat is the total score?",
     "Using the table below, find the mean.\n\\begin{tabular}{c|c} x & 1 \\\\ y & 2 \\end{tabular}",
+    # MATH-500: a grid drawn in Asymptote
+    "A set of three points is chosen randomly from the grid shown. What is the probability that the points lie on "
+    "the same straight line?\n\n[asy]\nsize(50);\nfor (int i=0; i<3; ++i) {\nfor (int j=0; j<3; ++j) {\ndot((i,j));};}\n[/asy]",
+    # AIME 2024 I #3: the grid is an array in the text
+    "Find the number of ways to fill a 2x3 grid with digits. The grid below is an example of such an arrangement. "
+    "\\[\\begin{array}{|c|c|c|} \\hline 0 & 0 & 8 \\\\ \\hline 9 & 9 & 1 \\\\ \\hline \\end{array}\\]",
 ]
 
 
