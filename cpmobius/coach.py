@@ -4,9 +4,9 @@ Paper §3 / released `_generate_instructions`: the Coach answers one fixed user 
 ("Generate a valid math problem.") in its own chat template; its whole response is the problem.
 
 Departures from the released code (`# CPMöbius:` below): each candidate is validated (the released
-code sends any text, even an empty or answer-leaking one, to the Player) and near-duplicates of an
-earlier candidate in the same batch are dropped (public case BR-37). Rejected candidates never reach
-the Player and never carry a Coach reward; their reasons are counted.
+code sends any text, even an empty, answer-leaking or figure-dependent one, to the Player) and
+near-duplicates of an earlier candidate in the same batch are dropped (public case BR-37). Rejected
+candidates never reach the Player and never carry a Coach reward; their reasons are counted.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, Optional
 
-from cpmobius.prompts import coach_prompt
+from cpmobius.prompts import coach_prompt, player_prompt
 from cpmobius.settings import CoachSettings
 
 # Why a candidate was rejected; each is counted as coach/rejected/<reason>.
-REJECT_REASONS = ("empty", "truncated", "over_long", "no_question", "chatter", "several_problems", "leaks_answer", "duplicate")
+REJECT_REASONS = (
+    "empty", "truncated", "over_long", "no_question", "chatter", "several_problems", "leaks_answer", "needs_figure",
+    "duplicate", "prompt_too_long",
+)
 
 _QUESTION_WORDS = re.compile(
     r"\?|\b(what|which|who|when|where|why|find|compute|calculate|determine|evaluate|solve|simplify|how many|how much|"
@@ -47,6 +50,97 @@ _LEAK = re.compile(
     r"|(^|[.!?]\s+|\n)\s*(the\s+)?(final\s+)?(answer|result)\s*(is|[:=])\s*\$?\s*[-+(\\\d]",
     re.IGNORECASE,
 )
+
+# A figure the Player never sees: the Player gets text only. Each pattern names a picture that is
+# *elsewhere* ("as shown in the figure", "the diagram below", "see Figure 2", "the graph shown",
+# "In the figure, ...", an image placeholder). A figure word alone is not enough: "figure skating",
+# "a four-digit figure", "figure out", "significant figures", "the figure formed by the lines ...",
+# "the graph of y = x^2", "a graph with 5 vertices", "coins on the table" are text.
+# Strong nouns almost always mean a picture; weak ones are often defined in the text (a graph
+# with vertices, a 4x4 grid) and count only with a cue that the picture is elsewhere.
+_STRONG = r"(?:figures?|fig\.|diagrams?|pictures?|images?|illustrations?|sketch(?:es)?|drawings?)"
+_WEAK = r"(?:graphs?|charts?|plots?)"
+_TABLE = r"(?:tables?)"
+_SHOWN = r"(?:shown|depicted|illustrated|pictured|drawn|indicated|given|marked|labell?ed|seen)"
+# "below"/"above"/"on the right" as a place on the page: followed by punctuation, the end, or a verb
+# ("the diagram below shows"), not by what it is below ("the part of the graph below the x-axis").
+_PLACE = (
+    r"(?:below|above|here|on\s+the\s+(?:right|left)|to\s+the\s+(?:right|left)|at\s+(?:the\s+)?(?:right|left))"
+    r"(?=\s*(?:[,.:;?!)]|$|\s(?:is|are|was|shows?|illustrates?|depicts?|represents?|gives?|has|have|consists?|"
+    r"contains?|displays?|lists?)\b))"
+)
+_ADJ = r"(?:accompanying|adjoining|adjacent|attached|above|below|provided|preceding|following|given)"
+_ADJ_WEAK = r"(?:accompanying|adjoining|adjacent|attached|above|below|provided|preceding)"  # "the following graph: ..."
+_END = r"(?![a-z])"
+
+
+def _picture_reference(nouns: str, *, adjectives: str, shown: str, source_nouns: str, locative: str | None) -> re.Pattern:
+    """A reference to a picture elsewhere, for one class of nouns (see the comment above).
+
+    Args:
+        nouns: the picture nouns (a regex).
+        adjectives: those that place the picture elsewhere ("the accompanying figure").
+        shown: the verbs of "as <shown> in the figure".
+        source_nouns: the nouns of "from / using / according to the <noun>".
+        locative: the nouns of "in the figure," / "in the figure?" (a bare place in the picture;
+            not "picture": "two students in the picture." is a photo in the story), or None.
+    """
+    n = nouns + _END
+    word = r"(?:[a-z][\w-]*\s+)?"  # one modifier: "the pie chart shown", "the following bar graph"
+    patterns = [
+        r"\b(?:as|is|are|be)\s+" + shown + r"\s+(?:in|on|by|from)\s+(?:the\s+)?(?:" + _ADJ + r"\s+)?" + n + r"(?!\s+of\b)",
+        r"\bas\s+in\s+the\s+(?:" + _ADJ + r"\s+)?" + n,
+        r"\b" + n + r"\s+(?:(?:is|are)\s+)?(?:" + _SHOWN + r"\s+)?" + _PLACE,
+        r"\bthe\s+" + adjectives + r"\s+" + word + n + r"(?!\s+of\b)",
+        r"\bthe\s+" + word + n + r"\s+(?:(?:is|are)\s+)?(?:shown|depicted|pictured|illustrated)\b",
+        r"\bthe\s+" + word + n + r"\s+(?:shows|illustrates|depicts)\b",
+        r"\b(?:see|refer\s+to|consult|look\s+at)\s+(?:the\s+)?(?:" + _ADJ + r"\s+)?" + n + r"(?!\s+of\b)",
+        r"\b(?:from|using|based\s+on|according\s+to)\s+the\s+" + source_nouns + _END + r"(?!\s+of\b)",
+    ]
+    if locative:  # "In the figure, ABCD is a square", "How many triangles are in the figure?"
+        patterns.append(r"\b(?:in|on)\s+the\s+" + locative + _END + r"\s*(?=[,.:;?!)]|$)")
+    return re.compile("|".join(patterns), re.IGNORECASE)
+
+
+_SHOWN_ONLY = r"(?:shown|depicted|illustrated|pictured)"  # "points marked on the grid" may be text
+_FIGURE_REFS = (
+    _picture_reference(_STRONG, adjectives=_ADJ, shown=_SHOWN, source_nouns=_STRONG,
+                       locative=r"(?:figures?|diagrams?|illustrations?|sketch(?:es)?|drawings?)"),
+    _picture_reference(_WEAK, adjectives=_ADJ_WEAK, shown=_SHOWN_ONLY, source_nouns=r"(?:graphs?|charts?)", locative=None),
+)
+# A table or a grid may be given in the text as an array: "The grid below ... \begin{array}".
+_TABLE_REF = _picture_reference(r"(?:tables?|grids?)", adjectives=_ADJ, shown=r"(?:shown|depicted|illustrated|pictured|given|listed)",
+                                source_nouns=_TABLE, locative=None)
+# "as shown below", "Figure 2", "Fig. 3" (capitalised, as captions are), "in figure 2", image placeholders.
+_FIGURE_NUMBER = re.compile(
+    r"\b(?i:as\s+(?:shown|depicted|illustrated|pictured))\s+(?i:" + _PLACE + ")"
+    r"|\b(?:Figure|FIGURE|Fig\.|FIG\.)\s*\d+[a-z]?\b"
+    r"|\b(?i:in|see|from)\s+(?i:fig\.|figure)\s*\d+[a-z]?\b"
+    r"|(?i:<image>|<img\b|\[(?:figure|diagram|image|picture|graph)\b[^\]]*\])|!\[[^\]]*\]\([^)]*\)|\\includegraphics",
+)
+# The figure is in the text after all: Asymptote (MATH's `[asy]`), TikZ, LaTeX picture code.
+_FIGURE_CODE = re.compile(r"\[asy\]|\\begin\{(?:tikzpicture|picture|pspicture)\}", re.IGNORECASE)
+# A table (or grid) in the text: two Markdown rows, or a tabular/array environment.
+_TABLE_CODE = re.compile(r"(?:^|\n)\s*\|.*\|\s*\n\s*\|.*\||\\begin\{(?:tabular|array)\}", re.IGNORECASE)
+
+
+def needs_figure(text: str) -> bool:
+    """Whether the problem depends on a figure, diagram, graph, picture or table the Player never sees.
+
+    The Player gets the problem's text only, so a reference to a picture given elsewhere ("As
+    shown in the figure", "in the diagram below", "see Figure 2", "the graph shown", an image
+    placeholder) makes it unsolvable, unless the picture is in the text itself: Asymptote
+    (`[asy]...[/asy]`, as in MATH), TikZ or LaTeX picture code keeps any reference, and a
+    Markdown, tabular or array table keeps a table or grid reference ("the table below", "the grid
+    below is an example ... \\begin{array}", AIME 2024 I #3). Mentions that are not pictures
+    elsewhere are kept: "figure skating", "a four-digit figure", "figure out", "significant
+    figures", "the figure formed by the lines ...", "the graph of y = x^2", "two students in the
+    picture" (a photo in the story).
+    """
+    figure = any(p.search(text) for p in _FIGURE_REFS) or _FIGURE_NUMBER.search(text)
+    if figure and not _FIGURE_CODE.search(text):
+        return True
+    return bool(_TABLE_REF.search(text)) and not (_TABLE_CODE.search(text) or _FIGURE_CODE.search(text))
 
 
 def _several_problems(text: str) -> bool:
@@ -86,7 +180,8 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
 
     Returns:
         One of "empty", "truncated", "over_long", "no_question", "chatter", "several_problems",
-        "leaks_answer" (public case BR-40: a problem that states or boxes its own answer), or None.
+        "leaks_answer" (public case BR-40: a problem that states or boxes its own answer),
+        "needs_figure" (`needs_figure`: it depends on a figure the Player never sees), or None.
     """
     stripped = text.strip()
     if not stripped:
@@ -101,6 +196,9 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
         return "chatter"
     if _several_problems(stripped):
         return "several_problems"
+    if needs_figure(stripped):
+        # CPMöbius: the Player sees text only; a problem about a picture it never sees has no answer.
+        return "needs_figure"
     if not _QUESTION_WORDS.search(stripped):
         return "no_question"
     return None
@@ -159,3 +257,31 @@ def propose_problems(coach: Any, settings: CoachSettings, count: int) -> tuple[l
     mark_duplicates(problems, settings.duplicate_similarity)
     rejected = Counter(p.reject_reason for p in problems if not p.valid)
     return problems, batch, rejected
+
+
+def reject_unfit_prompts(problems: list[Problem], player: Any, system_prompt: Optional[str]) -> int:
+    """Reject valid problems whose rendered Player prompt has more tokens than the Player accepts.
+
+    # CPMöbius: verl would cut such a prompt from the left (losing the system turn and the start of
+    the problem) and the Player would be trained on a problem it never saw whole; the released code
+    does that. Applied whether or not ``coach.validate`` is on, since it is about the Player's
+    context, not the Coach's format; ``coach.max_problem_chars`` bounds characters, this bounds tokens.
+
+    Args:
+        problems: candidates; valid ones whose prompt does not fit get reason "prompt_too_long".
+        player: the Player `Policy` (``count_prompt_tokens``, ``max_prompt_tokens``).
+        system_prompt: the Player's system turn (``player.system_prompt``).
+
+    Returns:
+        the number of problems rejected here.
+    """
+    valid = [p for p in problems if p.valid]
+    if not valid:
+        return 0
+    counts = player.count_prompt_tokens([player_prompt(p.text, system_prompt) for p in valid])
+    rejected = 0
+    for problem, tokens in zip(valid, counts):
+        if tokens > player.max_prompt_tokens:
+            problem.reject_reason = "prompt_too_long"
+            rejected += 1
+    return rejected

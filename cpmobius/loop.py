@@ -20,7 +20,7 @@ from typing import Any, Optional
 from verl import DataProto
 
 from cpmobius import checkpoint, metrics
-from cpmobius.coach import Problem, propose_problems
+from cpmobius.coach import Problem, propose_problems, reject_unfit_prompts
 from cpmobius.difficulty_filter import GroupOutcome, roll_out_and_filter
 from cpmobius.grading import answers_equivalent
 from cpmobius.rewards import (
@@ -148,6 +148,8 @@ class CoachPlayerLoop:
             with self.timed("coach"):
                 self.coach.activate()
                 problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
+            if reject_unfit_prompts(problems, self.player, self.settings.player.system_prompt):
+                attempt_rejected = Counter(p.reject_reason for p in problems if not p.valid)
             candidates += count
             rejected.update(attempt_rejected)
             self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
@@ -210,13 +212,13 @@ class CoachPlayerLoop:
 
     def validate(self) -> tuple[float, dict[str, float]]:
         """Validation accuracy after the Player update, and Δt against the score before it."""
-        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.settings.player.system_prompt)
+        result = self._measure_validation()
         delta_t = self.delta.update(result.accuracy)
-        self._count_tokens("validation", result.response_tokens)
         self.state.delta_t_history.append(delta_t)
         return delta_t, {
             "val/accuracy": result.accuracy,
             "val/response_length_mean": result.mean_response_tokens,
+            **{f"val/sampling/{key}": value for key, value in result.sampling.items()},
             **{f"val/grade/{status}": count for status, count in result.grade_counts.items()},
         }
 
@@ -244,11 +246,21 @@ class CoachPlayerLoop:
 
     def maybe_roll_back(self, score: float) -> dict[str, float]:
         """Released option: keep the best-on-validation Player; after ``patience`` non-improving steps
-        (counted from ``begin_step``) with a score below the best, restore it."""
+        (counted from ``begin_step``) with a score below the best, restore it.
+
+        The running best starts at the initial validation score V₀ (released code), with the initial
+        Player saved as the first best. # CPMöbius: after a rollback the restored Player is validated
+        once more and Δt restarts from that score, not from ``best_val``: ``best_val`` is the maximum
+        of noisy passes, so measuring from it would bias the next Δt (and the Coach's reward) negative;
+        the released code measures from the pre-rollback score and credits the rollback's jump. The
+        counter test is ``>=`` (released: ``==``, which never rolls back when the patience-th step ties
+        the best).
+        """
         rb, state = self.settings.player.rollback, self.state
         if not rb.enabled:
             return {}
         best_dir = self.output_dir / "best_player"
+        step_metrics: dict[str, float] = {}
         if state.best_val is None or score > state.best_val:
             state.best_val, state.steps_without_improvement = score, 0
             checkpoint.save_best_policy(best_dir, self.player, score, state.step + 1)
@@ -258,10 +270,10 @@ class CoachPlayerLoop:
                 self.player.load(str(best_dir.resolve()))
                 state.rollbacks += 1
                 state.steps_without_improvement = 0
-                # CPMöbius: Δt restarts from the restored Player's score, so the next Coach reward
-                # does not credit the rollback's jump (the released code does).
-                self.delta.start(state.best_val)
-        return {"player/rollbacks": state.rollbacks, "player/best_val": state.best_val}
+                restored = self._measure_validation()
+                self.delta.start(restored.accuracy)
+                step_metrics["player/restored_val"] = restored.accuracy
+        return {**step_metrics, "player/rollbacks": state.rollbacks, "player/best_val": state.best_val}
 
     # ------------------------------------------------------------------ fit
 
@@ -270,8 +282,12 @@ class CoachPlayerLoop:
         total = int(self.cfg.trainer.total_training_steps)
         if not self.try_resume():
             with self.timed("validation"):
-                result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.settings.player.system_prompt)
+                result = self._measure_validation()
             self.delta.start(result.accuracy)
+            if self.settings.player.rollback.enabled:
+                # Released code: the running best starts at V₀; the initial Player is the first best.
+                self.state.best_val = result.accuracy
+                checkpoint.save_best_policy(self.output_dir / "best_player", self.player, result.accuracy, 0)
             self._log({"val/accuracy": result.accuracy, **self._timing_metrics()}, step=0)
         while self.state.step < total:
             started = time.perf_counter()
@@ -329,6 +345,12 @@ class CoachPlayerLoop:
             yield
         finally:
             self._timings[stage] = self._timings.get(stage, 0.0) + time.perf_counter() - started
+
+    def _measure_validation(self) -> Any:
+        """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted."""
+        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.settings.player.system_prompt)
+        self._count_tokens("validation", result.response_tokens)
+        return result
 
     def _timing_metrics(self) -> dict[str, float]:
         return {f"timing_s/{stage}": seconds for stage, seconds in self._timings.items()}

@@ -9,11 +9,16 @@ Coach (paper Eq. for R_i; released `_proposer_val_reward`), one value per *kept*
 
 | variant              | R_i                                             | source                        |
 |----------------------|-------------------------------------------------|-------------------------------|
-| `paper`              | pass_rate_i × Δt                                | paper (default)               |
+| `paper`              | pass_rate_i × 100 · Δt                          | paper (default)               |
 | `released_uniform`   | 100 · Δt                                        | released 1.5B script          |
 | `released_advantage` | 100 · Δt × token-weighted mean Player advantage | released 7B / 3B scripts      |
 
-Δt is the change of validation accuracy as a fraction (0.04 = 4 points). No baseline and no
+Δt is the change of validation accuracy as a fraction (0.04 = 4 points); every variant uses it in
+accuracy points (100 · Δt), as the released code does. # CPMöbius: the paper writes pass_rate_i × Δt
+without a unit; the Coach's regularisers (entropy bonus +0.01, KL 0.001) are the released code's,
+tuned for a reward in points. With Δt as a fraction (~0.005–0.015 per step) they would outweigh the
+reward under token-mean aggregation and drive the Coach instead of the Player's progress
+(tests/test_coach_reward_scale.py measures the three gradients). No baseline and no
 normalisation (released code: singleton GRPO groups), so a continuous reward is never divided by a
 near-zero std (BR-25). Problems that were rejected or filtered out carry no reward at all (`None`),
 never a number standing in for one (BR-39); the Coach update trains on kept problems only.
@@ -90,7 +95,8 @@ def coach_rewards(
 
     Args:
         variant: one of `COACH_REWARDS`.
-        delta_t: validation accuracy after minus before the Player update, as a fraction.
+        delta_t: validation accuracy after minus before the Player update, as a fraction (0.01 =
+            one point); R_i uses it in points (× 100) for every variant.
         pass_rates: (K,) pass rate of each kept problem.
         mean_player_advantages: (K,) token-weighted mean Player advantage per kept problem
             (`released_advantage` only).
@@ -103,14 +109,16 @@ def coach_rewards(
     """
     if variant not in COACH_REWARDS:
         raise ValueError(f"unknown coach reward {variant!r}; expected one of {COACH_REWARDS}")
+    delta_t_points = 100.0 * delta_t
     if variant == "paper":
-        return [float(rate) * delta_t for rate in pass_rates]
+        # CPMöbius: Δt in accuracy points, like the released rewards (module docstring).
+        return [float(rate) * delta_t_points for rate in pass_rates]
     if variant == "released_uniform":
-        return [100.0 * delta_t for _ in pass_rates]
+        return [delta_t_points for _ in pass_rates]
     if mean_player_advantages is None or len(mean_player_advantages) != len(pass_rates):
         raise ValueError("released_advantage needs one mean Player advantage per kept problem")
     # Released code: a mean advantage of exactly 0 becomes -1.
-    return [100.0 * delta_t * (adv if adv != 0.0 else -1.0) for adv in mean_player_advantages]
+    return [delta_t_points * (adv if adv != 0.0 else -1.0) for adv in mean_player_advantages]
 
 
 def coach_advantages(rewards: Sequence[float], response_mask: torch.Tensor) -> torch.Tensor:

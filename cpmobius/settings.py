@@ -35,7 +35,7 @@ class CoachSettings:
     max_problem_chars: int = 2000
     # Candidates whose normalised texts are at least this similar (0–1) to an earlier one are duplicates; 1 = off.
     duplicate_similarity: float = 0.9
-    # Coach reward R_i: "paper" = pass_rate_i × Δt; "released_uniform" = 100·Δt (released 1.5B script);
+    # Coach reward R_i: "paper" = pass_rate_i × 100·Δt (Δt in points); "released_uniform" = 100·Δt (released 1.5B script);
     # "released_advantage" = 100·Δt × token-weighted mean Player advantage (released 7B/3B scripts).
     reward: str = "paper"
     # Train the Coach at all (False = the paper's "no Coach update" ablation).

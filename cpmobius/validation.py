@@ -6,15 +6,15 @@ step t+1 (the Coach update does not touch the Player), so one pass per step suff
 before the loop (`DeltaTracker`). Accuracy is the mean over problems of the share of correct
 samples (avg@k); with greedy decoding k = 1. Answers are graded by the one project grader.
 
-Departures (`# CPMöbius:`): Δt is a fraction (the released code multiplies by 100; its
-`released_*` Coach rewards keep that factor); after a Player rollback the tracker restarts from
+Departures (`# CPMöbius:`): Δt is logged as a fraction (`val/delta_t`); every Coach reward uses it
+in accuracy points, 100·Δt, as the released code does (`cpmobius.rewards`); after a Player rollback the tracker restarts from
 the restored Player's score, so the jump caused by the rollback is not credited to the Coach (the
 released code credits it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -88,6 +88,7 @@ class ValidationResult:
     correct_per_problem: list[float]
     grade_counts: dict[str, int]
     response_tokens: int  # over all problems × samples
+    sampling: dict[str, float] = field(default_factory=dict)  # temperature, top_p, top_k the rows used
 
     @property
     def mean_response_tokens(self) -> float:
@@ -116,7 +117,8 @@ def measure_accuracy(
     scores = [float(r.correct) for r in grades.results]
     per_problem = [sum(scores[i * k : (i + 1) * k]) / k for i in range(len(val_set))]
     tokens = int(batch.batch["response_mask"].sum())
-    return ValidationResult(sum(per_problem) / len(per_problem), per_problem, dict(grades.counts), tokens)
+    sampling = dict(getattr(batch, "meta_info", {}).get("sampling", {}))
+    return ValidationResult(sum(per_problem) / len(per_problem), per_problem, dict(grades.counts), tokens, sampling)
 
 
 class DeltaTracker:

@@ -221,6 +221,36 @@ def check_two_policies(
     return timings
 
 
+def response_ids(batch) -> list[list[int]]:
+    """Each row's response token ids, padding removed."""
+    return [batch.batch["responses"][row][batch.batch["response_mask"][row].bool()].tolist() for row in range(len(batch))]
+
+
+def check_greedy_validation(player) -> None:
+    """Greedy validation is greedy, the reported sampling values are the ones used, and a prompt over
+    ``rollout.prompt_length`` is refused. The policy's ``val_kwargs`` must be a sampled setting (T = 1).
+
+    verl 0.9.1 ignores the per-row greedy flag when ``validate=True``: before the fix the "greedy"
+    passes below were sampled at T = 1.0 and differed.
+    """
+    from cpmobius.engine.agent_loop import PromptTooLongError
+
+    player.activate()
+    prompts = [[{"role": "user", "content": f"What is {i} + {i}?"}] for i in range(3)]
+    first = player.generate(prompts, n=2, validate=True, greedy=True)
+    second = player.generate(prompts, n=2, validate=True, greedy=True)
+    assert response_ids(first) == response_ids(second)
+    assert response_ids(first)[0::2] == response_ids(first)[1::2]  # the two rollouts of a group agree
+    assert first.meta_info["sampling"] == {"temperature": 0.0, "top_p": 1.0, "top_k": -1.0}
+    assert first.meta_info["temperature"] == 0.0
+    sampled = player.generate(prompts, n=2, validate=True)
+    assert sampled.meta_info["sampling"]["temperature"] == 1.0  # val_kwargs, as reported by the rollout
+    assert response_ids(sampled) != response_ids(player.generate(prompts, n=2, validate=True))
+    limit = player.max_prompt_tokens
+    with pytest.raises(PromptTooLongError, match=rf"1 of 2 prompts exceed rollout.prompt_length={limit}.*prompt 1 has"):
+        player.generate([prompts[0], [{"role": "user", "content": "x" * (limit + 10)}]], n=1, validate=True)
+
+
 @pytest.fixture(scope="session")
 def harness():
     """The two-policy helpers above, for test modules (the test folder is not importable)."""
@@ -233,4 +263,5 @@ def harness():
         served_log_probs=served_log_probs,
         trained_log_probs=trained_log_probs,
         take_update=take_update,
+        check_greedy_validation=check_greedy_validation,
     )

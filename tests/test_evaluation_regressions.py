@@ -270,3 +270,18 @@ def test_failed_start_does_not_lock_folder(tmp_path, fake_generation, capsys, be
     # With responses in the folder, another model is still refused.
     assert main(_gen_argv(tmp_path, "model-2", "aime24", benchmark_dir=benchmark_dir)) == 2
     assert "another --out" in capsys.readouterr().err
+
+
+class _ShortContextGenerator(_FakeGenerator):
+    context_tokens = 12  # shorter than every fake prompt ("<user>...<assistant>")
+
+
+def test_prompts_that_do_not_fit_the_context_are_a_clear_error(tmp_path, monkeypatch, capsys, benchmark_dir):
+    import cpmobius.eval.generation as gen
+
+    _FakeGenerator.calls = []
+    monkeypatch.setattr(gen, "make_generator", lambda model, *a, **kw: _ShortContextGenerator())
+    assert main(_gen_argv(tmp_path, "model", "amc", benchmark_dir=benchmark_dir)) == 2
+    err = capsys.readouterr().err
+    assert "amc: 2 of 2 prompts leave no room for a response in the model's context of 12 tokens" in err
+    assert "Traceback" not in err and _FakeGenerator.calls == []  # nothing generated, nothing cut

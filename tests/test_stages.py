@@ -151,16 +151,17 @@ def test_grpo_advantages_hand_computed_and_zero_variance_br23():
 
 def test_coach_reward_table_br39():
     # P3: pass rate 0.5, Δt = +0.04 → paper 0.5 × 0.04 = 0.02; released 100·Δt = 4
-    assert coach_rewards("paper", 0.04, [0.5]) == pytest.approx([0.02])
+    # paper: pass rate × Δt in points: 0.5 × 4 = 2.0
+    assert coach_rewards("paper", 0.04, [0.5]) == pytest.approx([2.0])
     assert coach_rewards("released_uniform", 0.04, [0.5, 0.25]) == pytest.approx([4.0, 4.0])
     assert coach_rewards("released_advantage", 0.04, [0.5, 0.5], [0.25, 0.0]) == pytest.approx([1.0, -4.0])
-    assert coach_rewards("paper", -0.1, [0.3]) == pytest.approx([-0.03])
+    assert coach_rewards("paper", -0.1, [0.3]) == pytest.approx([-3.0])  # 0.3 × −10 points
     with pytest.raises(ValueError, match="unknown coach reward"):
         coach_rewards("best_of_n", 0.1, [0.5])
 
 
 def test_coach_advantages_are_not_normalised_br25():
-    rewards = coach_rewards("paper", 1.0, [0.95] * 7 + [0.0])
+    rewards = coach_rewards("paper", 0.01, [0.95] * 7 + [0.0])  # Δt = one point
     adv = coach_advantages(rewards, torch.ones(8, 2))
     assert adv[7].tolist() == [0.0, 0.0] and adv[0].tolist() == pytest.approx([0.95, 0.95])
     assert adv.abs().max() <= 0.95 + 1e-6
@@ -251,3 +252,41 @@ def test_amc_validation_set_loads_from_shared_data():
 def test_wrong_types_are_config_errors_not_tracebacks(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_settings(compose_config([override]))
+
+
+# --------------------------------------------------------------------------- prompt length
+
+
+class TokenCountingPlayer:
+    """count_prompt_tokens = characters of the problem text + 10 for the chat frame."""
+
+    max_prompt_tokens = 40
+
+    def count_prompt_tokens(self, prompts):
+        return [len(p[-1]["content"]) + 10 for p in prompts]
+
+
+def test_problems_whose_player_prompt_does_not_fit_are_rejected_with_their_own_reason():
+    from cpmobius.coach import Problem, reject_unfit_prompts
+
+    problems = [
+        Problem("What is 2+2?", 0),  # 12 + 10 = 22 tokens: fits
+        Problem("What is " + "1+" * 11 + "1?", 1),  # 32 + 10 = 42 > 40: rejected
+        Problem("x" * 100, 2, reject_reason="no_question"),  # already rejected: keeps its reason
+        Problem("Find " + "y" * 25 + "?", 3),  # 31 + 10 = 41 > 40: rejected
+        Problem("Find " + "y" * 24 + "?", 4),  # 30 + 10 = 40: fits (the limit is inclusive)
+    ]
+    assert reject_unfit_prompts(problems, TokenCountingPlayer(), None) == 2
+    assert [p.reject_reason for p in problems] == [None, "prompt_too_long", "no_question", "prompt_too_long", None]
+
+
+def test_the_agent_loop_refuses_to_cut_a_prompt():
+    from types import SimpleNamespace
+
+    from cpmobius.engine.agent_loop import ConfiguredSingleTurnAgentLoop, PromptTooLongError
+
+    loop = ConfiguredSingleTurnAgentLoop.__new__(ConfiguredSingleTurnAgentLoop)
+    loop.rollout_config = SimpleNamespace(prompt_length=4)
+    assert loop._cap_text_prompt_length([1, 2, 3, 4]) == [1, 2, 3, 4]
+    with pytest.raises(PromptTooLongError, match="5 tokens exceeds rollout.prompt_length=4"):
+        loop._cap_text_prompt_length([1, 2, 3, 4, 5])

@@ -116,6 +116,8 @@ def two_vllm_policies(tmp_path_factory, harness):
         f"model.cache_dir={cache}",
         "actor_rollout_ref.actor.optim.lr=1e-4",
         "data.max_response_length=32",
+        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",  # so that a sampled "greedy" pass shows
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
     ]
     policies, guard, timings = harness.start_two_policies(overrides, tiny_spec=SPEC)
     yield policies, guard, timings
@@ -131,6 +133,11 @@ def test_two_policies_with_vllm_engines_on_one_gpu(two_vllm_policies, tmp_path, 
     for key, value in {**start_timings, **timings}.items():
         print(f"{key:<24} {value:>10.2f}")
     recorder.check_one_engine_awake()
+
+
+def test_greedy_validation_on_vllm_is_greedy(two_vllm_policies, harness):
+    policies, _, _ = two_vllm_policies
+    harness.check_greedy_validation(policies["player"])
 
 
 def test_two_loop_steps_with_vllm_for_both_policies(tmp_path_factory, harness):

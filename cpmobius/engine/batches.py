@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from cpmobius.engine.agent_loop import GREEDY_KEY
 from cpmobius.prompts import Messages
 
 # Request ids of one generate call: call number × REQUESTS_PER_CALL + row.
@@ -40,13 +41,15 @@ def prompt_batch(
         prompts: P chat-message lists.
         n: responses per prompt; a prompt's rows are contiguous.
         validate: sample with ``rollout.val_kwargs`` (``meta_info["validate"]``).
-        greedy: temperature 0 for every row (``__do_sample__`` false).
+        greedy: temperature 0, top-p 1, top-k off for every row, in training and validation passes
+            alike (non-tensor ``GREEDY_KEY``, read by `cpmobius.engine.agent_loop`).
         global_steps: the policy's update count (``meta_info["global_steps"]``).
         call: this policy's generate-call number, for the request ids.
 
     Returns:
         `DataProto` with a (B, 1) dummy tensor and non-tensors ``raw_prompt``, ``uid`` (one per
-        prompt, shared by its group), ``index`` (prompt position) and ``priority`` (request id).
+        prompt, shared by its group), ``index`` (prompt position), ``priority`` (request id) and
+        ``GREEDY_KEY``.
     """
     from verl import DataProto
 
@@ -56,8 +59,8 @@ def prompt_batch(
         "uid": object_array([uuid.uuid4().hex for _ in range(count)]),
         "index": np.arange(count, dtype=np.int64),
     }
-    if greedy:
-        non_tensors["__do_sample__"] = np.zeros(count, dtype=bool)
+    # CPMöbius: our own per-row flag, honoured in validation too (verl's __do_sample__ is not).
+    non_tensors[GREEDY_KEY] = np.full(count, bool(greedy), dtype=bool)
     batch = DataProto.from_dict(
         tensors={"dummy_tensor": torch.zeros(count, 1, dtype=torch.uint8)},
         non_tensors=non_tensors,

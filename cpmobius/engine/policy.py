@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 
 from cpmobius.engine.batches import pad_rows, prompt_batch, row_divisor, scalar, worker_input
 from cpmobius.prompts import Messages
+from cpmobius.engine.agent_loop import AGENT_LOOP_NAME, GREEDY_KEY, SAMPLING_KEYS, PromptTooLongError
 
 logger = logging.getLogger(__name__)
 
@@ -247,18 +248,71 @@ class Policy:
             raise RuntimeError(f"{self.name}: activate() the policy before generating")
         if n < 1 or not prompts:
             raise ValueError(f"{self.name}.generate: need at least one prompt and n >= 1 (got {len(prompts)}, n={n})")
+        self.check_prompt_lengths(prompts)
         self.generation_calls += 1
         batch = prompt_batch(prompts, n, validate, greedy, self.global_steps, self.generation_calls)
         padded, pad_size = pad_dataproto_to_divisor(batch, len(self.agent_loop.agent_loop_workers))
         output = self.agent_loop.generate_sequences(padded)
         output = unpad_dataproto(output, pad_size=pad_size)
-        output.non_tensor_batch.pop("__do_sample__", None)
-        output.meta_info["temperature"] = 0.0 if greedy else self._sampling_temperature(validate)
+        output.non_tensor_batch.pop(GREEDY_KEY, None)
+        output.meta_info["sampling"] = self._sampling_used(output)
+        output.meta_info["temperature"] = output.meta_info["sampling"]["temperature"]
         return output
 
-    def _sampling_temperature(self, validate: bool) -> float:
-        rollout = self.config.actor_rollout_ref.rollout
-        return float(rollout.val_kwargs.temperature if validate else rollout.temperature)
+    def _sampling_used(self, output: Any) -> dict[str, float]:
+        """The sampling values every row was generated with, as reported by the agent loop.
+
+        Raises:
+            RuntimeError: when the rows of one call were sampled differently, or the agent loop did not
+                report its values (``rollout.agent.default_agent_loop`` is not ours).
+        """
+        used = {}
+        for key in SAMPLING_KEYS:
+            values = output.non_tensor_batch.pop(f"sampling_{key}", None)
+            if values is None:
+                raise RuntimeError(f"{self.name}: the agent loop reported no sampling values; "
+                                   f"set rollout.agent.default_agent_loop={AGENT_LOOP_NAME}")
+            distinct = {float(v) for v in values}
+            if len(distinct) != 1:
+                raise RuntimeError(f"{self.name}: rows of one generate call were sampled with different {key}: {sorted(distinct)}")
+            used[key] = distinct.pop()
+        return used
+
+    @property
+    def max_prompt_tokens(self) -> int:
+        """``rollout.prompt_length``: the most tokens a rendered prompt may have."""
+        return int(self.config.actor_rollout_ref.rollout.prompt_length)
+
+    def count_prompt_tokens(self, prompts: Sequence[Messages]) -> list[int]:
+        """Tokens of each chat prompt as the agent loop renders it (chat template, generation prompt).
+
+        Args:
+            prompts: P chat-message lists.
+
+        Returns:
+            P token counts.
+        """
+        kwargs = dict(self.config.data.get("apply_chat_template_kwargs") or {})
+        return [
+            len(self.tokenizer.apply_chat_template(list(p), add_generation_prompt=True, tokenize=True, return_dict=False, **kwargs))
+            for p in prompts
+        ]
+
+    def check_prompt_lengths(self, prompts: Sequence[Messages]) -> None:
+        """Refuse prompts that do not fit ``rollout.prompt_length`` (verl would cut them from the left).
+
+        Raises:
+            PromptTooLongError: naming the first offending prompt, its length and the limit.
+        """
+        limit = self.max_prompt_tokens
+        over = [(i, n) for i, n in enumerate(self.count_prompt_tokens(prompts)) if n > limit]
+        if over:
+            index, tokens = over[0]
+            raise PromptTooLongError(
+                f"{self.name}: {len(over)} of {len(prompts)} prompts exceed rollout.prompt_length={limit} tokens "
+                f"(data.max_prompt_length); prompt {index} has {tokens}. Nothing is cut silently: raise the "
+                "limit or shorten the prompts"
+            )
 
     # ------------------------------------------------------------------ training
 

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval.data import BENCHMARKS, STOP_STRINGS, encode_prompt
 from cpmobius.jsonl import JSONLineError, json_objects, write_jsonl
@@ -115,6 +115,7 @@ def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[
         start = time.perf_counter()
         # Token ids straight from the chat template: the engine adds no second BOS (Llama-based models).
         prompts = [encode_prompt(generator.tokenizer, r["problem"], args.system_prompt) for r in rows]
+        check_prompts_fit(bench, rows, prompts, getattr(generator, "context_tokens", None))
         outputs = generator.generate([p.token_ids for p in prompts], k[bench], STOP_STRINGS.get(bench, ()),
                                      desc=f"{label} {bench}")
         records = [{"benchmark": bench, "problem_id": str(row["id"]), "sample": j, "response": c.text,
@@ -126,6 +127,25 @@ def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[
         print(f"[evaluate] {label} {bench}: {len(records)} responses in {time.perf_counter() - start:.1f} s",
               file=sys.stderr)
     return [r for bench in rows_by_bench for r in done[bench]]
+
+
+def check_prompts_fit(bench: str, rows: Sequence[Mapping[str, Any]], prompts: Sequence[Any],
+                      context_tokens: Optional[int]) -> None:
+    """Refuse prompts that leave no room for a response in the model's context.
+
+    # CPMöbius: nothing is cut silently; an engine would reject or truncate such a prompt.
+
+    Raises:
+        ValueError: naming the benchmark, the first offending problem id, its length and the context.
+    """
+    if not context_tokens:
+        return
+    over = [(str(row["id"]), len(p.token_ids)) for row, p in zip(rows, prompts) if len(p.token_ids) >= context_tokens]
+    if over:
+        problem_id, tokens = over[0]
+        raise ValueError(f"{bench}: {len(over)} of {len(rows)} prompts leave no room for a response in the model's "
+                         f"context of {context_tokens} tokens (problem {problem_id}: {tokens} tokens); nothing is "
+                         "cut: raise --max-model-len, or evaluate without those problems")
 
 
 def read_completions(path: str | Path) -> list[dict[str, Any]]:

@@ -79,6 +79,7 @@ class Generator(Protocol):
 
     backend: str
     tokenizer: Any
+    context_tokens: Optional[int]  # prompt + response tokens the model takes (None: unknown)
 
     def generate(self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (),
                  desc: str = "") -> list[list[Completion]]:
@@ -169,6 +170,7 @@ class VLLMGenerator:
     backend: str = "vllm"
     llm: Any = field(default=None, init=False)
     tokenizer: Any = field(default=None, init=False)
+    context_tokens: Optional[int] = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         from vllm import LLM
@@ -179,6 +181,8 @@ class VLLMGenerator:
             kwargs["max_model_len"] = self.max_model_len
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
+        model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        self.context_tokens = int(getattr(model_config, "max_model_len", 0) or self.max_model_len or 0) or None
 
     def generate(self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (),
                  desc: str = "") -> list[list[Completion]]:
@@ -210,6 +214,7 @@ class HFGenerator:
     backend: str = "hf"
     net: Any = field(default=None, init=False)
     tokenizer: Any = field(default=None, init=False)
+    context_tokens: Optional[int] = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         import torch
@@ -228,6 +233,7 @@ class HFGenerator:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.net = AutoModelForCausalLM.from_pretrained(self.model, dtype=dtype, trust_remote_code=True).to(device)
         self.net.eval()
+        self.context_tokens = int(getattr(self.net.config, "max_position_embeddings", 0) or 0) or None
         self.device = device
 
     def _eos_ids(self) -> list[int]:

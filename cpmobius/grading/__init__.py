@@ -24,6 +24,10 @@ Extraction (mode "cpmobius", the default)
 * Several boxes: the last one wins. Boxes separated only by connectors (`,`, `;`, `and`, `or`,
   `&`, `$`, `\quad`, white space) form one explicit multi-answer `a, b` (an unordered list),
   e.g. `\boxed{3} and \boxed{4}` is `3, 4`, while `\boxed{5}. Wait, ... \boxed{7}` is `7`.
+  A run of connected boxes that all hold the same answer (the same canonical string, or equal on
+  the fast path) is that answer, written as in the last box: `\boxed{12} \boxed{12}` and
+  `\boxed{12} \quad \boxed{12}` are `12`, `\boxed{\frac12} \boxed{0.5}` is `0.5`; a run with
+  any two different answers stays a list (`\boxed{3}, \boxed{3}, \boxed{4}` is `3, 3, 4`).
 * AMC options: `\textbf{(B) }12` is the value `12`; `(B)`, `\text{(B)}`, `\textbf{B}` and a
   bare `B` are the option letter `B`, compared as text (never Euler's e, never a product).
 * Placeholders are no answer: empty, `None`, `null`, `NaN`, `N/A`, `answer`, `...`, `?`.
@@ -57,12 +61,31 @@ thousands `1,000`               `,`, `{,}`, `,\!` join digits only between    1,
                                 is an element separator inside brackets);      0,1 ≠ 01; 12,34 is
                                 thin/explicit spaces between digits vanish      the list (12, 34)
                                 as in LaTeX math mode
-decimals vs exact values        equal if equal as numbers (0.5 = 1/2). A       0.333 ≠ 1/3;
-                                bare decimal approximates a non-terminating    0.333333 = 1/3;
-                                exact value only if it has ≥ 6 decimal places  6.283185 = 2π;
-                                AND ≥ 6 significant digits and is within half  6.28 ≠ 2π;
-                                a unit of its last digit; two decimals are     1.5708 ≠ π/2;
-                                equal only if equal                            1.22e-18 ≠ 1.5e-18
+mixed numbers `3 1/2`           an integer, spacing (` `, `\ `, `\,`, `~`,    3 1/2 = 7/2 ≠ 31/2;
+                                `\quad`) and a proper fraction is their sum;  2\ 3/4 = 11/4;
+                                `3\frac{1}{2}`, `3½` are 7/2 (LaTeX           -1 1/2 = -3/2;
+                                convention); if the spaces may also be digit  1 000/3 = 1000/3;
+                                groups (a 3-digit numerator after 1–3         12 345/678, 3 5/2:
+                                digits) or the fraction is improper: no       no answer
+                                answer
+repeating `0.\overline{3}`      the exact rational: bar over the repetend,    0.\overline{1} = 1/9;
+                                `\dot` over its first and last digit, or      0.1\overline{6} = 1/6;
+                                `0.(3)` (parentheses right after the point;   0.\dot{1}4\dot{2} =
+                                `0.1(6)` also reads as a product or an        142/999; 0.(3) = 1/3;
+                                uncertainty: no answer)                       0.1(6): no answer
+exact values                    rationals (fractions, powers, factorials,     1/100! ≠ 1/101!;
+                                binomials) compare exactly, however tiny;     2^{-200} ≠ 2^{-201};
+                                reals (π, roots, functions) are equal iff     100! ≠ 100!+1;
+                                within 10^10 × their propagated 60-digit      π/10^50 ≠ π/10^51;
+                                rounding error (no absolute floor)            sin(π) = 0
+decimals vs exact values        equal if equal as numbers (0.5 = 1/2). A      0.333 ≠ 1/3;
+                                bare decimal approximates a non-terminating   0.333333 = 1/3;
+                                exact value (a real, or a rational whose      6.283185 = 2π;
+                                denominator has a prime other than 2 and 5)   6.28 ≠ 2π;
+                                only if it has ≥ 6 decimal places AND ≥ 6     1.5708 ≠ π/2;
+                                significant digits and is within half a unit  1.22e-18 ≠ 1.5e-18;
+                                of its last digit; a terminating value and    1.000000 ≠ 1+10^{-7}
+                                two decimals are equal only if equal
 intervals `(a,b]`               bracket types and end points must match;       (-∞,3) = (-\infty,3)
                                 `\cup` is unordered
 tuples `(a, b)`                 ordered; an open interval and a pair are the   (1,2) = 1, 2
@@ -83,9 +106,11 @@ code style                      `pi`→`\pi`, `*`→`\cdot`, `**`→`^`,        
                                 `sqrt(x)`→`\sqrt{x}`, `exp(x)`→`e^{x}`,       pi/2 = \frac{\pi}{2}
                                 `1e-3`→`1\times10^{-3}`
 anything else                   math-verify (strict, its unit stripping off:
-                                units are the rule above); numeric constants
-                                use the decimal rule above; gold first when
-                                grading
+                                units are the rule above); numeric constants,
+                                and the numbers it compares inside tuples,
+                                sets, intervals, complex numbers and
+                                differences, use the exact-value and decimal
+                                rules above; gold first when grading
 ==============================  ============================================  =====================
 
 Gold vs response (scoring) is directional, as math-verify intends (the gold fixes the form:
@@ -138,7 +163,11 @@ Departures from the paper / released code (marked `# CPMöbius:` in the code)
 * "No answer" never votes and never becomes the label (released: a `None` majority drops the
   problem; here the answered responses still vote, denominator n).
 * Truncated final boxes give no answer; several nearby boxes are last-wins (math-verify's
-  default parse merges them into a set).
+  default parse merges them into a set); the same answer boxed twice in a row is one answer.
+* Exact values compare exactly (math-verify's parse leaves `1/100!` unevaluated and a 60-digit
+  comparison with an absolute tolerance made it equal `1/101!`; math-verify's own numeric
+  comparison, `evalf(chop=True)` / `round(6)`, is replaced by ours inside the worker);
+  repeating decimals and mixed numbers written with a space are read as the rationals they denote.
 * Hard per-batch wall-clock limits through process isolation; a timeout is a status, never a
   silent 0.
 

@@ -1,12 +1,25 @@
 """Exact arithmetic of the fast path: rationals, 60-digit reals, ±∞ (stage: grading).
 
-Values are `Fraction` (exact), `Irr` (a real known to `MP` precision) or `Inf`. Operations raise
-`Unsupported` where math-verify must decide (complex results, infinities in arithmetic) and
+Values are `Fraction` (exact), `Irr` (a real known to `MP` precision, with an estimate of its
+absolute error) or `Inf`. Operations raise `Unsupported` where math-verify must decide (complex
+results, infinities in arithmetic, values that cannot be told from a pole or from zero) and
 `TooBig` where an exact value would be astronomically large (reported as status "timeout").
-`num_eq` is the numeric equality of the policy table, shared by the fast path and the workers.
+`num_eq` is the numeric equality of the policy table, shared by the fast path and the workers:
+
+* two rationals are equal only if they are the same rational (no tolerance, however tiny they
+  are: 1/100! ≠ 1/101!, 2^-200 ≠ 2^-201);
+* a real known to `MP` precision equals another value iff they differ by less than `_SAFETY`
+  times their propagated rounding errors: the tolerance is relative to the size of the
+  computation, never an absolute floor (π·10^-50 ≠ π·10^-51, while sin(π) = 0 and
+  √2·√3 = √6);
+* a bare decimal approximates a non-terminating value (a rational whose denominator has a prime
+  factor other than 2 and 5, or a real) with ≥ 6 decimal places and ≥ 6 significant digits,
+  correctly rounded; a terminating value only equals the decimal that is exactly it.
 
 Departures from the paper / released code (marked `# CPMöbius:`): a bare decimal equals a
-non-terminating exact value only with ≥ 6 decimal places and significant digits, correctly rounded.
+non-terminating exact value only with ≥ 6 decimal places and significant digits, correctly rounded;
+rationals compare exactly and reals within their own propagated error (the released grader's
+relative tolerance of 1e-4, and our former absolute floor of 1e-45, joined distinct tiny values).
 """
 
 from __future__ import annotations
@@ -20,7 +33,13 @@ from mpmath.ctx_mp import MPContext
 
 MP = MPContext()
 MP.dps = 60
-_EXACT_TOL = MP.mpf("1e-45")
+_ULP = MP.mpf(2) ** (1 - MP.prec)  # relative rounding error of one correctly rounded operation
+# Two reals are equal iff they differ by at most _SAFETY times their estimated errors (~10^-50 of
+# an O(1) value; the estimates are first-order, the margin absorbs their slack).
+_SAFETY = MP.mpf(10) ** 10
+# A real whose estimated error exceeds this share of max(1, |value|) is numerically undetermined
+# (a pole, or a quotient of a number that cannot be told from zero): math-verify decides.
+_ILL_CONDITIONED = MP.mpf(10) ** -30
 _MAX_BITS = 400_000  # largest exact rational we build (~120k digits); beyond: "too big"
 _MAX_EXP = 100_000
 
@@ -34,12 +53,19 @@ class TooBig(Exception):
 
 
 class Irr:
-    """A real number known only to MP precision (irrational or unproven rational)."""
+    """A real number known only to MP precision (irrational or unproven rational).
 
-    __slots__ = ("v",)
+    Attributes:
+        v: the value, an `MP` real.
+        err: estimated bound of |v - true value| (absolute), propagated through every operation;
+            default one rounding of v.
+    """
 
-    def __init__(self, v: Any) -> None:
-        self.v = v
+    __slots__ = ("v", "err")
+
+    def __init__(self, v: Any, err: Any = None) -> None:
+        self.v = v  # an MP real (`+MP.pi`, not the lazy constant `MP.pi`)
+        self.err = abs(v) * _ULP if err is None else err + abs(v) * _ULP
 
 
 class Inf:
@@ -58,6 +84,25 @@ def to_mpf(x: Fraction | Irr) -> Any:
     return x.v
 
 
+def num_err(x: Fraction | Irr) -> Any:
+    """Estimated absolute error of `to_mpf(x)` (0 for rationals an `MP` real holds exactly)."""
+    if isinstance(x, Irr):
+        return x.err
+    d = x.denominator
+    nbits = x.numerator.bit_length()
+    if d & (d - 1) == 0 and nbits <= MP.prec:
+        return MP.zero
+    # two roundings of |x| < 2^(nbits - dbits + 1): at most 2^(nbits - dbits + 3 - prec)
+    return MP.ldexp(MP.one, nbits - d.bit_length() + 3 - MP.prec)
+
+
+def well_conditioned(v: Any, err: Any) -> Irr:
+    """`Irr(v, err)`; raises `Unsupported` when err makes the value meaningless (e.g. near a pole)."""
+    if not MP.isfinite(v) or not MP.isfinite(err) or err > _ILL_CONDITIONED * max(MP.one, abs(v)):
+        raise Unsupported
+    return Irr(v, err)
+
+
 def _check_size(x: Fraction) -> Fraction:
     if x.numerator.bit_length() > _MAX_BITS or x.denominator.bit_length() > _MAX_BITS:
         raise TooBig
@@ -70,13 +115,13 @@ def num_add(a: Any, b: Any) -> Any:
         raise Unsupported
     if isinstance(a, Fraction) and isinstance(b, Fraction):
         return _check_size(a + b)
-    return Irr(to_mpf(a) + to_mpf(b))
+    return Irr(to_mpf(a) + to_mpf(b), num_err(a) + num_err(b))
 
 
 def num_neg(a: Any) -> Any:
     if isinstance(a, Inf):
         return Inf(-a.sign)
-    return -a if isinstance(a, Fraction) else Irr(-a.v)
+    return -a if isinstance(a, Fraction) else Irr(-a.v, a.err)
 
 
 def num_mul(a: Any, b: Any) -> Any:
@@ -84,7 +129,8 @@ def num_mul(a: Any, b: Any) -> Any:
         raise Unsupported
     if isinstance(a, Fraction) and isinstance(b, Fraction):
         return _check_size(a * b)
-    return Irr(to_mpf(a) * to_mpf(b))
+    x, y, ea, eb = to_mpf(a), to_mpf(b), num_err(a), num_err(b)
+    return Irr(x * y, abs(x) * eb + abs(y) * ea + ea * eb)
 
 
 def num_div(a: Any, b: Any) -> Any:
@@ -92,10 +138,11 @@ def num_div(a: Any, b: Any) -> Any:
         raise Unsupported
     if isinstance(a, Fraction) and isinstance(b, Fraction):
         return _check_size(a / b)
-    d = to_mpf(b)
-    if d == 0:
-        raise Unsupported
-    return Irr(to_mpf(a) / d)
+    d, ed = to_mpf(b), num_err(b)
+    if abs(d) <= 2 * ed:
+        raise Unsupported  # the divisor cannot be told from 0
+    v = to_mpf(a) / d
+    return well_conditioned(v, (num_err(a) + abs(v) * ed) / (abs(d) - ed))
 
 
 def _int_root(n: int, q: int) -> int | None:
@@ -119,22 +166,29 @@ def num_root(a: Any, q: int) -> Any:
         rn, rd = _int_root(a.numerator, q), _int_root(a.denominator, q)
         if rn is not None and rd is not None:
             return Fraction(rn, rd)
-    v = to_mpf(a)
-    if v < 0:
-        if q % 2 == 0:
-            raise Unsupported
-        return Irr(-MP.root(-v, q))
-    return Irr(MP.root(v, q))
+    v, ev = to_mpf(a), num_err(a)
+    if v < 0 and q % 2 == 0:
+        raise Unsupported
+    if abs(v) <= ev:
+        if q % 2 == 0 and ev > 0:
+            raise Unsupported  # the sign of the radicand is unknown
+        r = MP.root(abs(v), q)
+        return Irr(r if v >= 0 else -r, MP.root(abs(v) + ev, q))
+    r = MP.root(abs(v), q)
+    # d/dv v^(1/q) = r / (q v): the radicand's error, scaled
+    return Irr(r if v >= 0 else -r, r * ev / (q * (abs(v) - ev)))
 
 
 def num_pow(a: Any, e: Any) -> Any:
     if isinstance(a, Inf) or isinstance(e, Inf):
         raise Unsupported
     if not isinstance(e, Fraction) or e.denominator > 64:
-        v, ev = to_mpf(a), to_mpf(e)
-        if v <= 0 or abs(ev) > _MAX_EXP:
+        v, ev, errv, erre = to_mpf(a), to_mpf(e), num_err(a), num_err(e)
+        if v <= errv or abs(ev) > _MAX_EXP:
             raise Unsupported
-        return Irr(MP.power(v, ev))
+        r = MP.power(v, ev)
+        # first order: d(v^e) = v^e (e dv / v + ln(v) de)
+        return well_conditioned(r, 2 * r * (abs(ev) * errv / (v - errv) + abs(MP.ln(v)) * erre))
     if abs(e.numerator) > _MAX_EXP:
         raise TooBig
     if e.denominator != 1:
@@ -146,7 +200,14 @@ def num_pow(a: Any, e: Any) -> Any:
         if max(a.numerator.bit_length(), a.denominator.bit_length()) * abs(n) > _MAX_BITS:
             raise TooBig
         return a**n
-    return Irr(MP.power(a.v, n))
+    v, ev = a.v, a.err
+    r = MP.power(v, n)
+    if abs(v) > ev:
+        # |(v ± ev)^n - v^n| <= |v^n| ((1 + ev / (|v| - ev))^|n| - 1)
+        return well_conditioned(r, abs(r) * MP.expm1(abs(n) * MP.log1p(ev / (abs(v) - ev))))
+    if n < 0:
+        raise Unsupported  # a negative power of a number that cannot be told from 0
+    return Irr(r, MP.power(abs(v) + ev, n))
 
 
 def _real_only(f: Any, lo: float | None = None, hi: float | None = None, positive: bool = False) -> Any:
@@ -179,20 +240,40 @@ def decimal_info(src: str) -> tuple[int, int] | None:
     return len(digits), len(fp) - ex
 
 
+def _terminates(x: Any) -> bool:
+    """Whether x is a rational with a finite decimal expansion (denominator 2^i 5^j)."""
+    if not isinstance(x, Fraction):
+        return False
+    d = x.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    return d == 1
+
+
 def num_eq(a: Any, b: Any, da: tuple[int, int] | None, db: tuple[int, int] | None) -> bool:
-    """Numeric equality under the policy (exact; bare decimals with ≥ 6 places/significant digits)."""
+    """Numeric equality under the policy (module docstring).
+
+    Args:
+        a, b: `Fraction`, `Irr` or `Inf` values.
+        da, db: `decimal_info` of a and b when written as bare decimals, else None.
+
+    Returns:
+        True iff a and b are the same rational, or reals equal within their propagated error
+        (`_SAFETY` × the sum of the estimated errors), or a bare decimal with ≥ 6 places and ≥ 6
+        significant digits correctly rounding a non-terminating value.
+    """
     if isinstance(a, Inf) or isinstance(b, Inf):
         return isinstance(a, Inf) and isinstance(b, Inf) and a.sign == b.sign
     if isinstance(a, Fraction) and isinstance(b, Fraction):
         if a == b:
-            return True
-    else:
-        x, y = to_mpf(a), to_mpf(b)
-        scale = max(MP.mpf(1), abs(x), abs(y))
-        if abs(x - y) <= _EXACT_TOL * scale:
-            return True
+            return True  # CPMöbius: rationals compare exactly, however tiny (no absolute tolerance).
+    elif abs(to_mpf(a) - to_mpf(b)) <= _SAFETY * (num_err(a) + num_err(b)):
+        # CPMöbius: the tolerance is the values' own propagated rounding error, relative to the
+        # computation (an absolute 1e-45 floor made π/10^50 equal to π/10^51).
+        return True
     for dec, d, v, other_dec in ((da, a, b, db), (db, b, a, da)):
-        if dec is not None and other_dec is None:
+        if dec is not None and other_dec is None and not _terminates(v):
             sig, places = dec
             if sig >= 6 and places >= 6:
                 half_unit = MP.mpf(10) ** (-places) / 2

@@ -6,7 +6,9 @@ code-style `pi`/`sqrt(..)`/`**`, and a leading single-variable assignment. Equal
 are equivalent answers; the policy table in the package docstring lists every rule.
 
 Departures from the paper / released code (marked `# CPMöbius:`): the released vote compares raw
-strings, with no canonicalisation; here `x = 5` is the answer `5`.
+strings, with no canonicalisation; here `x = 5` is the answer `5`, a repeating decimal
+`0.\overline{3}` is the rational 1/3, a mixed number `3 1/2` is 7/2, and a notation that reads two
+ways (`12 345/678`, `3 5/2`, `0.1(6)`) is no answer (canonical string "", a placeholder).
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ _UNICODE = str.maketrans({
     "\u00b0": "^\\circ", "\u2264": "\\leq ", "\u2265": "\\geq ", "\u2260": "\\neq ",
     "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u20ac": "", "\u00a3": "", "\u00a5": "",
     "\n": " ", "\t": " ", "\r": " ",
+    # vulgar fractions: "3½" is the mixed number 3\frac{1}{2} (read as 7/2 like any LaTeX mixed number)
+    **{c: f"\\frac{{{p}}}{{{q}}}" for c, (p, q) in {
+        "½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5), "⅖": (2, 5), "⅗": (3, 5),
+        "⅘": (4, 5), "⅙": (1, 6), "⅚": (5, 6), "⅛": (1, 8), "⅜": (3, 8), "⅝": (5, 8), "⅞": (7, 8)}.items()},
 })
 _WHOLE_BOX_RE = re.compile(r"^\\(?:boxed|fbox)\s*\{(.*)\}$", re.S)
 _LEFTRIGHT_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
@@ -88,6 +94,95 @@ _THOUSANDS_RE = {
     inside: re.compile(r"(?<![\d.])(\d{1,3})((?:" + sep + r"\d{3})+)(?!\d)")
     for inside, sep in ((True, r"(?:\{,\}|,\\!)\s*"), (False, r"(?:\{,\}\s*|,\\!\s*|,)"))
 }
+
+
+# Spacing between two digit runs: white space and LaTeX spaces (`\ `, `\,`, `~`, `\quad`, ...).
+_SEP = r"(?:\s|(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|\\(?:enspace|thinspace)(?![A-Za-z])|~)+"
+_MIXED_SLASH_RE = re.compile(
+    r"(?<![\d./^_])(?<![\^_]\{)(?P<whole>\d+(?:" + _SEP + r"\d{3})*)" + _SEP
+    + r"(?P<num>\d+)\s*/\s*(?P<den>\d+)(?![\d.])"
+)
+_GROUPED_RE = re.compile(r"\d{1,3}(?:" + _SEP + r"\d{3})*")
+_REPEND = r"(?:\{\s*(?P<rep>\d+)\s*\}|(?P<rep1>\d))"
+_OVERLINE_RE = re.compile(
+    r"(?<![\d.])(?P<whole>\d*)\.(?P<fixed>\d*)\\(?:overline|bar|widebar)\s*" + _REPEND + r"(?![\d.])"
+)
+_DOTS_RE = re.compile(r"(?<![\d.])(?P<whole>\d*)\.(?P<digits>(?:\d|\\dot\s*(?:\{\s*\d\s*\}|\d))+)(?![\d.])")
+_DOT_DIGIT_RE = re.compile(r"\\dot\s*\{?\s*(\d)\s*\}?|(\d)")
+_PAREN_REPEND_RE = re.compile(r"(?<![\d.])(?P<whole>\d*)\.(?P<fixed>\d*)\((?P<rep>\d+)\)(?![\d.])")
+
+
+class _Ambiguous(Exception):
+    """The answer reads two ways (or is malformed in a way that has no safe reading)."""
+
+
+def _rational_latex(whole: str, fixed: str, rep: str) -> str:
+    """`whole.fixed(rep)(rep)...` as `\\frac{p}{q}` (or an integer): the exact repeating decimal."""
+    from fractions import Fraction
+
+    value = Fraction(int(whole or "0")) + Fraction(int(fixed or "0"), 10 ** len(fixed))
+    value += Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def _dotted(m: re.Match) -> str:
+    """`0.1\\dot{6}` (one dotted digit: the repetend) or `0.\\dot{1}4\\dot{2}` (first and last)."""
+    marks = [(d or e, bool(d)) for d, e in _DOT_DIGIT_RE.findall(m.group("digits"))]
+    dotted = [i for i, (_, dot) in enumerate(marks) if dot]
+    if not dotted:
+        return m.group(0)
+    if len(dotted) > 2 or dotted[-1] != len(marks) - 1:
+        raise _Ambiguous
+    digits = "".join(d for d, _ in marks)
+    first = dotted[0]
+    return _rational_latex(m.group("whole"), digits[:first], digits[first:])
+
+
+def _repeating_decimals(s: str) -> str:
+    r"""Rewrite repeating decimals as exact rationals (item: `0.\overline{1}` is 1/9, not 0).
+
+    `0.1\overline{6}` and `0.1\bar{6}` (bar over the repetend), `0.1\dot{6}` and
+    `0.\dot{1}4\dot{2}` (dots over its first and last digit), `0.(3)` (the repetend in
+    parentheses right after the point). `0.1(6)` is no answer: digits between the point and the
+    parenthesis also read as a product or as an uncertainty (`1.5(2)` = 1.5 ± 0.2).
+    """
+    if "." not in s:
+        return s
+    s = _OVERLINE_RE.sub(lambda m: _rational_latex(m.group("whole"), m.group("fixed"), m.group("rep") or m.group("rep1")), s)
+    if "\\dot" in s:
+        s = _DOTS_RE.sub(_dotted, s)
+
+    def paren(m: re.Match) -> str:
+        if m.group("fixed"):
+            raise _Ambiguous
+        return _rational_latex(m.group("whole"), "", m.group("rep"))
+
+    return _PAREN_REPEND_RE.sub(paren, s)
+
+
+def _mixed(m: re.Match) -> str:
+    whole, num, den = re.sub(r"\D", "", m.group("whole")), m.group("num"), m.group("den")
+    proper = num[0] != "0" and 0 < int(num) < int(den)
+    grouping = len(num) == 3 and _GROUPED_RE.fullmatch(m.group("whole")) is not None
+    if proper and not grouping:
+        return f"\\frac{{{int(whole) * int(den) + int(num)}}}{{{int(den)}}}"
+    if grouping and not proper:
+        return m.group(0)  # digit groups: `1 000/3` is 1000/3 (the spaces vanish below)
+    raise _Ambiguous  # `12 345/678` (both readings), `3 5/2` (neither)
+
+
+def _mixed_numbers(s: str) -> str:
+    r"""Rewrite `3 1/2`, `2\ 3/4`, `-1~1/2` (an integer, spacing, a proper fraction) as 7/2, 11/4, -3/2.
+
+    The fraction must be proper, and the spaces must not also read as digit grouping (`1 000/3`
+    is 1000/3, `12 345/678` is ambiguous: no answer). `3\frac{1}{2}` is read as 7/2 by the fast
+    path (the LaTeX mixed-number convention) and is not touched here.
+    """
+    if "/" not in s:
+        return s
+    return _MIXED_SLASH_RE.sub(_mixed, s)
 
 
 def _join_thousands(s: str) -> str:
@@ -153,6 +248,12 @@ def canonicalize(ans: str) -> str:
     s = _PERCENT_RE.sub("", s)
     s = _EMPTY_TEXT_RE.sub("", s)
     s = _join_thousands(s)
+    try:
+        # CPMöbius: a repeating decimal keeps its point (`0.\overline{1}` is 1/9, not 0·bar(1)),
+        # and a mixed number keeps its space (`3 1/2` is 7/2, never 31/2).
+        s = _mixed_numbers(_repeating_decimals(s))
+    except _Ambiguous:
+        return ""  # two readings: no answer (a placeholder)
     s = _SPACING_RE.sub(lambda m: "" if m.group(0) == "\\!" else " ", s)
     while m := _UNIT_TEXT_RE.match(s):
         s = m.group(1)

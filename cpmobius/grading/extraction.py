@@ -2,11 +2,12 @@ r"""Answer extraction: a response → its final `\boxed{}` answer (stage: gradin
 
 Rules ("Extraction" in the package docstring): the last real box wins, a truncated final box is no
 answer, mentions of `\boxed` in prose or code spans are not boxes, boxes joined only by
-connectors form one multi-answer, placeholders are no answer. `released` mode reads the body of
+connectors form one multi-answer unless they all hold the same answer (then it is that answer),
+placeholders are no answer. `released` mode reads the body of
 verl's `last_boxed_only_string` instead.
 
 Departures from the paper / released code (marked `# CPMöbius:`): a truncated final box is no
-answer (never an earlier, retracted box).
+answer (never an earlier, retracted box); the same answer boxed twice in a row is one answer.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 
 from . import released
 from .canonical import canonicalize, is_placeholder, match_brace
+from .fast_path import fast_verdict
 from .results import check_mode
 
 
@@ -70,7 +72,17 @@ def _extract_cpmobius(text: str) -> str | None:
         parts.append(boxes[k][2])  # type: ignore[arg-type]
         start = boxes[k][0]
         k -= 1
+    if len(parts) > 1 and all(_same_answer(part, body) for part in parts[1:]):
+        # CPMöbius: the final answer boxed again (`\boxed{12} \boxed{12}`) is that answer, not
+        # the two-element list `12, 12` (which matched neither 12 nor its own cluster).
+        return body
     return ", ".join(reversed(parts))
+
+
+def _same_answer(a: str, b: str) -> bool:
+    r"""Same canonical string, or equal on the in-process fast path (`\frac12` and `0.5`)."""
+    ca, cb = canonicalize(a), canonicalize(b)
+    return ca == cb or (bool(ca) and bool(cb) and fast_verdict(ca, cb) is True)
 
 
 def extract_answer(response: str | None, mode: str = "cpmobius") -> str | None:

@@ -26,11 +26,13 @@ from .arithmetic import (
     num_add,
     num_div,
     num_eq,
+    num_err,
     num_mul,
     num_neg,
     num_pow,
     num_root,
     to_mpf,
+    well_conditioned,
 )
 from .canonical import strip_commands
 
@@ -52,6 +54,7 @@ def _make_points() -> tuple[dict[str, Fraction], dict[str, Fraction]]:
 
 
 _POINTS = _make_points()
+_PI, _E = Irr(+MP.pi), Irr(+MP.e)
 _TOKEN_RE = re.compile(r"\d+(?:\.\d+)?|\.\d+|\\[A-Za-z]+|\\[{}]|\S")
 _IMPLICIT_STARTS = ("\\frac", "\\sqrt", "\\pi", "(", "{")
 _MIXED_RE = re.compile(r"\\frac(?:\{\d+\}|\d)(?:\{\d+\}|\d)")
@@ -218,9 +221,9 @@ class _Parser:
                 q = int(qv)
             return num_root(self.arg(), q)
         if t == "\\pi":
-            return Irr(MP.pi)
+            return _PI
         if t == "e":
-            return Irr(MP.e)  # Euler's number, as math-verify reads it (a bare "e" answer is text)
+            return _E  # Euler's number, as math-verify reads it (a bare "e" answer is text)
         if t in FUNCS:
             return self.function(t)
         if t == "\\infty":
@@ -254,14 +257,16 @@ class _Parser:
         self.take(closing)
         if isinstance(arg, Inf):
             raise Unsupported
-        x = to_mpf(arg)
+        x, ex = to_mpf(arg), num_err(arg)
+        f = FUNCS[name]
         try:
-            v = FUNCS[name](x)
+            values = [f(x), f(x + ex)] if ex else [f(x)]
         except (ValueError, ZeroDivisionError) as exc:
             raise Unsupported from exc
-        if not isinstance(v, type(x)) or not MP.isfinite(v):
+        if not all(isinstance(v, MP.mpf) and MP.isfinite(v) for v in values):
             raise Unsupported  # complex or infinite: math-verify decides
-        out = Irr(v)
+        # The argument's error carried through f: |f(x + ex) - f(x)| (first order, doubled).
+        out = well_conditioned(values[0], 2 * abs(values[-1] - values[0]))
         return num_pow(out, power) if power is not None else out
 
 

@@ -7,7 +7,8 @@ JSON task per stdin line, answers one JSON result per stdout line. Tasks: "eq" (
 kills an overrunning worker at its deadline.
 
 Departures from the paper / released code (marked `# CPMöbius:`): math-verify's unit stripping is
-off (units follow the canonicalisation policy).
+off (units follow the canonicalisation policy); numbers it compares inside tuples, sets, intervals
+and complex numbers follow our numeric rule (`arithmetic.num_eq`), not its absolute rounding.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from . import released
-from .arithmetic import MP, Irr, num_eq
+from .arithmetic import MP, Irr, TooBig, Unsupported, num_add, num_eq, num_mul, num_pow
 
 
 _MV: dict[str, Any] = {}
@@ -44,24 +45,147 @@ def _mv_parse(s: str) -> list:
                                    boxed="all", equations=False)
         latex = LatexExtractionConfig(boxed_match_priority=0, normalization_config=norm)
         mv.update(parse=math_verify.parse, verify=math_verify.verify, cfg=[latex, ExprExtractionConfig()])
+        import math_verify.grader as mv_grader
+
+        # CPMöbius: numbers inside tuples, sets, intervals and complex numbers follow our numeric rule
+        # (math-verify's evalf(chop=True) / round(6) made (1/100!, 1) equal (1/101!, 1)).
+        mv.update(stock_numeric_eq=mv_grader.sympy_numeric_eq)
+        mv_grader.sympy_numeric_eq = _numeric_eq
     return mv["parse"]("\\boxed{" + s + "}", extraction_config=mv["cfg"], parsing_timeout=None)
 
 
+_MAX_FACTORIAL = 20_000  # 20000! has ~77k digits, within the fast path's exact-size limit
+
+
+def _exact_rational(e: Any) -> Fraction | None:
+    """The exact value of a sympy expression built from rationals by +, ×, integer powers,
+    exact roots, factorials and binomials (math-verify leaves these unevaluated), else None.
+
+    Raises:
+        TooBig: the exact value would be astronomically large.
+    """
+    import math
+
+    import sympy
+
+    if isinstance(e, sympy.Rational):
+        return Fraction(int(e.p), int(e.q))
+    if isinstance(e, (sympy.Add, sympy.Mul)):
+        parts = [_exact_rational(a) for a in e.args]
+        if any(p is None for p in parts):
+            return None
+        out = parts[0]
+        for p in parts[1:]:
+            out = num_add(out, p) if isinstance(e, sympy.Add) else num_mul(out, p)
+        return out
+    if isinstance(e, sympy.Pow):
+        base, exp = _exact_rational(e.base), _exact_rational(e.exp)
+        if base is None or exp is None:
+            return None
+        try:
+            value = num_pow(base, exp)
+        except Unsupported:
+            return None
+        return value if isinstance(value, Fraction) else None
+    if isinstance(e, (sympy.factorial, sympy.binomial)):
+        args = [_exact_rational(a) for a in e.args]
+        if any(a is None or a.denominator != 1 or a < 0 for a in args):
+            return None
+        n = int(args[0])
+        if n > _MAX_FACTORIAL:
+            raise TooBig
+        return Fraction(math.factorial(n) if len(args) == 1 else math.comb(n, int(args[1])))
+    return None
+
+
 def _sympy_number(e: Any) -> Any:
-    """Fraction / Irr for a real numeric constant sympy expression, else None."""
+    """Fraction / Irr for a real numeric constant sympy expression, else None.
+
+    Rational expressions are evaluated exactly (`_exact_rational`); others to 60 digits, the
+    error taken from the precision sympy reports (a cancellation to zero comes back as zero to
+    within its error).
+
+    Raises:
+        OverflowError: a rational expression whose exact value is astronomically large (reported
+            as "timeout", like the fast path's cost guard).
+    """
     import sympy
 
     if not isinstance(e, sympy.Expr) or isinstance(e, sympy.UnevaluatedExpr) or not e.is_number:
         return None
-    if isinstance(e, sympy.Rational):
-        return Fraction(int(e.p), int(e.q))
     floats = e.atoms(sympy.Float)
     if floats:  # a written decimal is exact: 1.3 is 13/10, not its 53-bit approximation
         e = e.xreplace({f: sympy.Rational(str(f)) for f in floats})
+    try:
+        # CPMöbius: an exact rational stays exact (an unevaluated 1/100! used to become a 60-digit
+        # real and equal 1/101! within an absolute tolerance).
+        exact = _exact_rational(e)
+    except TooBig as exc:
+        raise OverflowError("exact value too large") from exc
+    if exact is not None:
+        return exact
     v = e.evalf(60)
     if not (v.is_real and v.is_finite) or not isinstance(v, sympy.Float):
         return None
-    return Irr(MP.mpf(str(v)))
+    value = MP.make_mpf(v._mpf_)
+    return Irr(value, abs(value) * MP.mpf(2) ** (4 - v._prec))
+
+
+def _float_decimal_info(e: Any) -> tuple[int, int] | None:
+    """(significant digits, decimal places) of a written decimal that math-verify parsed to a Float."""
+    import sympy
+    from decimal import Decimal
+
+    if isinstance(e, sympy.Mul) and len(e.args) == 2 and -1 in e.args:  # -0.5, unevaluated
+        e = e.args[0] if e.args[1] == -1 else e.args[1]
+    if not isinstance(e, sympy.Float):
+        return None
+    _, digits, exponent = Decimal(str(e)).normalize().as_tuple()
+    return (len(digits), -exponent) if isinstance(exponent, int) else None
+
+
+def _numeric_parts(e: Any) -> list | None:
+    """[(real part, decimal info), (imaginary part, None)] of a numeric constant, else None."""
+    import sympy
+
+    if not isinstance(e, sympy.Expr) or not e.is_number:
+        return None
+    real = _sympy_number(e)
+    if real is not None:
+        return [(real, _float_decimal_info(e)), (Fraction(0), None)]
+    parts = [_sympy_number(p) for p in e.as_real_imag()]
+    return None if any(p is None for p in parts) else [(p, None) for p in parts]
+
+
+_OVER_BUDGET: list[bool] = []  # set when a number inside math-verify's comparison was too large to decide
+
+
+def _numeric_eq(a: Any, b: Any, float_rounding: int, numeric_precision: int) -> bool:
+    """math-verify's `sympy_numeric_eq` with our rule for numbers (`num_eq`: exact rationals, reals
+    within their own error, the decimal rule), also for a difference a - b that is a number;
+    anything else (matrices, expressions whose difference keeps a symbol) as stock."""
+    import sympy
+
+    try:
+        pa, pb = _numeric_parts(a), _numeric_parts(b)
+    except OverflowError:
+        _OVER_BUDGET.append(True)
+        return False
+    except Exception:
+        pa = pb = None
+    if pa is not None and pb is not None:
+        return all(num_eq(x, y, dx, dy) for (x, dx), (y, dy) in zip(pa, pb))
+    try:
+        # stock: (a - b).evalf(chop=True) == 0, which chops a tiny difference (α + 10^-30 vs α + 10^-31)
+        diff = _numeric_parts(a - b) if isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr) else None
+    except OverflowError:
+        _OVER_BUDGET.append(True)
+        return False
+    except Exception:
+        diff = None
+    if diff is not None:
+        return all(num_eq(x, Fraction(0), None, None) for x, _ in diff)
+    return _MV["stock_numeric_eq"](a, b, float_rounding, numeric_precision)
 
 
 def _point_value(name: str, k: int) -> Fraction:
@@ -105,9 +229,12 @@ def _math_verify_equal(task: dict) -> bool:
     if _equal_at_points(a[0], b[0]):
         return True  # e.g. \alpha vs \alpha+0, which math-verify's symbol shortcut calls different
     verify = _MV["verify"]
-    if verify(a, b, timeout_seconds=None):
+    _OVER_BUDGET.clear()
+    if verify(a, b, timeout_seconds=None) or (task.get("sym") and verify(b, a, timeout_seconds=None)):
         return True
-    return bool(task.get("sym")) and verify(b, a, timeout_seconds=None)
+    if _OVER_BUDGET:
+        raise OverflowError("a number in the comparison is too large to decide")  # status "timeout"
+    return False
 
 
 def handle_task(task: dict) -> bool:

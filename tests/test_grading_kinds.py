@@ -1,0 +1,321 @@
+r"""Grader fault kinds of issue 13, items 6–9 (cpmobius.grading), each through reward, vote and CLI.
+
+6. two different exact values that are both tiny were equal (an absolute tolerance);
+7. the same answer boxed twice (`\boxed{12} \boxed{12}`) was the list `12, 12`;
+8. a mixed number with a space lost it (`3 1/2` read as 31/2);
+9. a repeating decimal lost its point (`0.\overline{1}` read as 0).
+
+Several members of each kind, with the value worked out by hand in the comment or the id. Pairs
+the fast path cannot parse (factorials, `\log`) go to math-verify in the worker pool.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from cpmobius.grading import answers_equivalent, extract_answer, grade, majority_vote
+from cpmobius.grading.arithmetic import Irr, MP, num_eq
+from cpmobius.grading.canonical import canonicalize
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def boxed(answer: str) -> str:
+    return f"Reasoning first. So the answer is $\\boxed{{{answer}}}$."
+
+
+def _cli(command: str, lines: list[dict]) -> list[dict]:
+    out = subprocess.run([sys.executable, "-m", "cpmobius.grading", command], capture_output=True, text=True,
+                         input="".join(json.dumps(x) + "\n" for x in lines), timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(x) for x in out.stdout.splitlines()]
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Exact values compare exactly; a tolerance is relative and never joins two distinct rationals
+# ---------------------------------------------------------------------------------------------
+
+TINY = [
+    # (gold, answer, verdict)
+    (r"\frac{1}{100!}", r"\frac{1}{101!}", False),  # 1/100! ≈ 1.07e-158, 1/101! = that / 101
+    (r"\frac{1}{30!}", r"\frac{1}{31!}", False),
+    (r"\frac{1}{100!}", r"\frac{1}{100\cdot 99!}", True),  # 100·99! = 100!
+    (r"10^{-30}", r"10^{-31}", False),
+    (r"10^{-30}", r"\frac{1}{10^{30}}", True),
+    (r"10^{-30}", "0.000000000000000000000000000001", True),  # 30 places, the exact value
+    (r"2^{-200}", r"2^{-201}", False),
+    (r"2^{-200}", r"\frac{1}{2^{200}}", True),
+    ("100!", "100!+1", False),  # 9.33e157 and one more: exact integers
+    ("100!", r"100\cdot 99!", True),
+    (r"\binom{100}{50}", r"\frac{100!}{50!\,50!}", True),
+    (r"(10^{-30}, 1)", r"(10^{-31}, 1)", False),
+    # inside containers and complex numbers math-verify compares (its own rounding used to decide)
+    (r"(\frac{1}{100!}, 1)", r"(\frac{1}{101!}, 1)", False),
+    (r"(\frac{1}{100!}, 1)", r"(\frac{1}{100\cdot 99!}, 1)", True),
+    (r"\{\frac{1}{100!}, 1\}", r"\{\frac{1}{101!}, 1\}", False),
+    (r"[0, \frac{1}{100!}]", r"[0, \frac{1}{101!}]", False),
+    (r"x \in (0, \frac{1}{100!})", r"x \in (0, \frac{1}{101!})", False),
+    (r"\frac{1}{100!}+i", r"\frac{1}{101!}+i", False),
+    (r"\alpha+10^{-30}", r"\alpha+10^{-31}", False),
+    (r"\alpha\sqrt{2}\sqrt{3}", r"\alpha\sqrt{6}", True),
+    (r"(\frac13, \alpha)", r"(0.333333, \alpha)", True),  # the decimal rule inside a tuple
+    (r"(\frac13, \alpha)", r"(0.333, \alpha)", False),
+    (r"(1+10^{-7}, \alpha)", r"(1.000000, \alpha)", False),
+    # reals: the tolerance is their own propagated error, not an absolute 1e-45
+    (r"\frac{\pi}{10^{50}}", r"\frac{\pi}{10^{51}}", False),
+    (r"\sqrt{2}\cdot 10^{-60}", r"\sqrt{2}\cdot 10^{-61}", False),
+    (r"\sqrt{2}\cdot 10^{-60}", r"\frac{\sqrt{8}}{2}\cdot 10^{-60}", True),  # √8/2 = √2
+    (r"\pi^{-100}", r"\pi^{-101}", False),
+    (r"\pi^{-100}", r"\frac{1}{\pi^{100}}", True),
+    (r"e^{-100}", r"e^{-101}", False),
+    (r"3\cdot 10^{-50}", r"\log_2(8)\cdot 10^{-50}", True),  # log2 8 = 3 (math-verify parses \log)
+    (r"3\cdot 10^{-51}", r"\log_2(8)\cdot 10^{-50}", False),
+    # cancellation to zero is still zero: the error of the terms, not of the (tiny) result
+    ("0", r"\sin(\pi)", True),
+    ("0", r"\sqrt{2}\sqrt{3}-\sqrt{6}", True),
+    ("0", r"\log_2 8 - 3", True),
+    (r"\frac12", r"\cos(\frac{\pi}{7})+\cos(\frac{3\pi}{7})+\cos(\frac{5\pi}{7})", True),  # classic identity
+    # decimals vs exact values (policy table): ≥ 6 places and ≥ 6 significant digits, correctly
+    # rounded, and only for a non-terminating value
+    (r"\frac13", "0.333", False),
+    (r"\frac13", "0.333333", True),
+    (r"\frac17", "0.142857", True),  # 1/7 = 0.1428571...
+    (r"\frac17", "0.142858", False),
+    (r"\frac18", "0.125", True),  # terminating: equal because exactly equal
+    ("1+10^{-7}", "1.000000", False),  # terminating 1.0000001: a rounding of it is not it
+    ("1+10^{-7}", "1.0000001", True),
+    (r"\pi", "3.141593", True),
+    (r"\pi", "3.14159", False),  # 5 places
+    (r"\frac{1}{100!}", r"1.071510\times10^{-158}", True),  # 6 significant digits of 1.0715102881e-158
+    (r"\frac{1}{100!}", r"1.071511\times10^{-158}", False),
+]
+
+
+@pytest.mark.parametrize("gold, answer, verdict", TINY, ids=[f"{g} vs {a}" for g, a, _ in TINY])
+def test_exact_values_compare_exactly(gold, answer, verdict):
+    result = grade(gold, boxed(answer))
+    assert result.status == "ok" and result.correct is verdict
+    assert answers_equivalent(gold, answer) is verdict
+
+
+def test_huge_exact_values_are_over_budget_not_equal():
+    # 1000000! has 5.5 million digits: the exact comparison is over the cost budget ("timeout"),
+    # never a 60-digit "equal".
+    for gold, answer in (("1000000!", "1000000!+1"), (r"(1000000!, \alpha)", r"(1000000!+1, \alpha)")):
+        result = grade(gold, boxed(answer), timeout_s=20)
+        assert not result.correct and result.status == "timeout"
+
+
+def test_num_eq_tolerance_is_relative_to_the_error():
+    third = Fraction(1, 3)
+    assert not num_eq(Fraction(1, 10**60), Fraction(1, 10**61), None, None)  # rationals: exact
+    assert not num_eq(Irr(MP.pi * MP.mpf(10) ** -80), Irr(MP.pi * MP.mpf(10) ** -81), None, None)
+    assert num_eq(Irr(MP.mpf(1) / 3), third, None, None)  # one rounding of 1/3
+    assert not num_eq(Irr(MP.mpf(1) / 3 + MP.mpf(10) ** -40), third, None, None)  # 1e-40 off: 20 digits above the error
+    assert num_eq(Irr(MP.mpf(10) ** -70, MP.mpf(10) ** -61), Fraction(0), None, None)  # zero within its error
+
+
+def test_tiny_values_form_separate_vote_clusters():
+    vote = majority_vote([boxed(r"\frac{1}{100!}")] * 3 + [boxed(r"\frac{1}{101!}")] * 2 + [boxed("10^{-200}")] * 2)
+    assert vote.pseudo_label == r"\frac{1}{100!}" and vote.pass_rate == 3 / 7
+    assert vote.clusters == [[0, 1, 2], [5, 6], [3, 4]]  # equal sizes: by canonical string, "10^{-200}" < "\\frac.."
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. The same answer boxed twice is that answer; different answers keep the BR-02 rule
+# ---------------------------------------------------------------------------------------------
+
+REPEATS = [
+    (r"\boxed{12} \boxed{12}", "12"),
+    (r"\boxed{12}\boxed{12}", "12"),
+    (r"\boxed{12} \quad \boxed{12}", "12"),
+    (r"$\boxed{12}$ $\boxed{12}$", "12"),
+    (r"\boxed{12}, \boxed{12} and \boxed{12}", "12"),
+    (r"\boxed{12}.\boxed{12}", "12"),  # not connected: the last box wins anyway
+    (r"\boxed{x = 12} \boxed{12}", "12"),  # same canonical answer: the last box as written
+    (r"\boxed{\frac12} \boxed{0.5}", "0.5"),  # equal on the fast path
+    # different answers: BR-02 as documented (connected: a list; not connected: the last box)
+    (r"\boxed{3} \boxed{4}", "3, 4"),
+    (r"The answer is \boxed{3} and \boxed{4}.", "3, 4"),
+    (r"\boxed{5}.\boxed{7}", "7"),
+    (r"First try gives \boxed{5}. Wait, that's wrong, the answer is \boxed{7}.", "7"),
+    (r"\boxed{3}, \boxed{3}, \boxed{4}", "3, 3, 4"),  # any two different answers: the list as written
+]
+
+
+@pytest.mark.parametrize("response, extracted", REPEATS, ids=[r for r, _ in REPEATS])
+def test_repeated_box_is_one_answer(response, extracted):
+    assert extract_answer(response) == extracted
+
+
+def test_repeated_box_gets_the_reward_and_joins_its_cluster():
+    assert grade("12", r"So \boxed{12} \boxed{12}").correct
+    assert grade("12", r"So \boxed{12} \quad \boxed{12}").correct
+    assert not grade("12", r"\boxed{12} \boxed{13}").correct  # the list 12, 13
+    vote = majority_vote([r"\boxed{12} \boxed{12}", r"\boxed{12}", r"\boxed{12}\boxed{12}", r"\boxed{5}", r"\boxed{5}"])
+    assert vote.pseudo_label == "12" and vote.pass_rate == 3 / 5 and vote.clusters == [[0, 1, 2], [3, 4]]
+    assert vote.agrees == [True, True, True, False, False]
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. A mixed number keeps its space: 7/2 or no answer, never 31/2
+# ---------------------------------------------------------------------------------------------
+
+MIXED = [
+    # (answer, canonical string; "" = no answer)
+    ("3 1/2", r"\frac{7}{2}"),  # 3 + 1/2
+    (r"2\ 3/4", r"\frac{11}{4}"),  # 2 + 3/4
+    ("3~1/2", r"\frac{7}{2}"),
+    (r"3\quad 1/2", r"\frac{7}{2}"),
+    ("-1 1/2", r"-\frac{3}{2}"),  # -(1 + 1/2)
+    ("10 1/2", r"\frac{21}{2}"),
+    ("(1 1/2, 2)", r"(\frac{3}{2},2)"),
+    ("(1,2 1/2)", r"(1,\frac{5}{2})"),  # inside brackets a plain comma separates elements
+    (r"1{,}000 1/2", r"\frac{2001}{2}"),  # 1000 + 1/2
+    ("3 1/2 cm", r"\frac{7}{2}"),  # the unit word is dropped afterwards
+    # not mixed numbers
+    (r"2 \cdot 1/2", r"2\cdot1/2"),  # an explicit product
+    ("x 1/2", "x1/2"),  # a variable
+    ("1 000", "1000"),  # digit grouping (BR-06)
+    ("1 000/3", "1000/3"),  # 000 is no numerator: grouping
+    ("1 200/3", "1200/3"),  # 200/3 is improper: grouping
+    (r"1\,500/7", "1500/7"),
+    # both or neither reading: no answer
+    ("12 345/678", ""),  # 12 + 345/678 or 12345/678
+    ("3 5/2", ""),  # improper, and 5 is no digit group
+]
+
+
+@pytest.mark.parametrize("answer, canonical", MIXED, ids=[a for a, _ in MIXED])
+def test_mixed_number_canonical_form(answer, canonical):
+    assert canonicalize(answer) == canonical
+
+
+@pytest.mark.parametrize(
+    "gold, answer, verdict",
+    [
+        (r"\frac72", "3 1/2", True),
+        (r"\frac{31}{2}", "3 1/2", False),
+        ("3.5", "3 1/2", True),
+        (r"\frac{11}{4}", r"2\ 3/4", True),
+        (r"\frac72", r"3\frac{1}{2}", True),  # LaTeX mixed-number convention: 3 + 1/2
+        (r"\frac72", r"3 \frac{1}{2}", True),
+        (r"\frac32", r"3\cdot\frac{1}{2}", True),  # an explicit product is a product
+        (r"-\frac32", "-1 1/2", True),
+        (r"\frac72", "3½", True),  # a vulgar fraction after an integer: the same mixed number
+        (r"-\frac74", "-1¾", True),
+        (r"\frac12", "½", True),
+        ("1", r"2 \cdot 1/2", True),
+        ("1000", r"1\,000", True),
+        ("1500", r"1 500", True),
+    ],
+)
+def test_mixed_number_grades(gold, answer, verdict):
+    result = grade(gold, boxed(answer))
+    assert result.status == "ok" and result.correct is verdict
+
+
+def test_ambiguous_mixed_number_is_no_answer():
+    for answer in ("12 345/678", "3 5/2"):
+        assert extract_answer(boxed(answer)) is None
+        assert grade("12345/678", boxed(answer)).status == "no_answer"
+
+
+def test_mixed_number_votes_with_its_value():
+    vote = majority_vote([boxed("3 1/2"), boxed(r"\frac72"), boxed("3.5"), boxed(r"\frac{31}{2}"), boxed(r"\frac{31}{2}")])
+    assert vote.clusters == [[0, 1, 2], [3, 4]] and vote.pass_rate == 3 / 5
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. A repeating decimal keeps its point
+# ---------------------------------------------------------------------------------------------
+
+REPEATING = [
+    # (answer, canonical); x = 0.(r) with k digits: x = r / (10^k - 1)
+    (r"0.\overline{1}", r"\frac{1}{9}"),
+    (r"0.\overline{3}", r"\frac{1}{3}"),
+    (r"0.1\overline{6}", r"\frac{1}{6}"),  # 0.1 + 6/90 = 15/90
+    (r"0.\overline{142857}", r"\frac{1}{7}"),  # 142857/999999
+    (r"1.\overline{3}", r"\frac{4}{3}"),
+    (r"-0.\overline{3}", r"-\frac{1}{3}"),
+    (r"0.\overline{9}", "1"),  # 9/9
+    (r"0.\bar{3}", r"\frac{1}{3}"),
+    (r"0.\overline 3", r"\frac{1}{3}"),
+    (r".\overline{3}", r"\frac{1}{3}"),
+    (r"2.58\overline{3}", r"\frac{31}{12}"),  # 2.58 + 3/900 = 2325/900
+    (r"0.\dot{3}", r"\frac{1}{3}"),
+    (r"0.1\dot{6}", r"\frac{1}{6}"),
+    (r"0.\dot{1}4\dot{2}", r"\frac{142}{999}"),  # dots over the repetend's first and last digit
+    ("0.(3)", r"\frac{1}{3}"),  # the repetend in parentheses right after the point
+    ("0.(142857)", r"\frac{1}{7}"),
+    ("0.1(6)", ""),  # also 0.1·6 or 0.1 ± 0.6: no answer
+    ("1.5(2)", ""),
+    ("2.5(3+x)", "2.5(3+x)"),  # a product, untouched
+]
+
+
+@pytest.mark.parametrize("answer, canonical", REPEATING, ids=[a for a, _ in REPEATING])
+def test_repeating_decimal_canonical_form(answer, canonical):
+    assert canonicalize(answer) == canonical
+
+
+@pytest.mark.parametrize(
+    "gold, answer, verdict",
+    [
+        (r"\frac19", r"0.\overline{1}", True),
+        ("0", r"0.\overline{1}", False),
+        (r"\frac16", r"0.1\overline{6}", True),
+        (r"\frac17", r"0.\overline{142857}", True),
+        (r"\frac43", r"1.\overline{3}", True),
+        (r"\frac13", r"0.\dot{3}", True),
+        (r"\frac13", "0.(3)", True),
+        ("0.333333", r"0.\overline{3}", True),  # the decimal rule: 6 places, correctly rounded
+        ("0.333", r"0.\overline{3}", False),
+        ("1", r"0.\overline{9}", True),
+    ],
+)
+def test_repeating_decimal_grades(gold, answer, verdict):
+    result = grade(gold, boxed(answer))
+    assert result.status == "ok" and result.correct is verdict
+
+
+def test_repeating_decimal_votes_with_its_value():
+    vote = majority_vote([boxed(r"0.\overline{3}"), boxed(r"\frac13"), boxed("0.(3)"), boxed("0"), boxed("0")])
+    assert vote.clusters == [[0, 1, 2], [3, 4]] and vote.pseudo_label == "0.(3)"  # min of the cluster's strings
+
+
+# ---------------------------------------------------------------------------------------------
+# The same kinds through `python -m cpmobius.grading verify|vote`
+# ---------------------------------------------------------------------------------------------
+
+def test_cli_verify_all_kinds():
+    lines = [
+        {"gold": r"\frac{1}{100!}", "response": boxed(r"\frac{1}{101!}")},
+        {"gold": "10^{-30}", "response": boxed("10^{-31}")},
+        {"gold": "12", "response": r"\boxed{12} \boxed{12}"},
+        {"gold": r"\frac72", "response": boxed("3 1/2")},
+        {"gold": r"\frac{31}{2}", "response": boxed("3 1/2")},
+        {"gold": r"\frac19", "response": boxed(r"0.\overline{1}")},
+        {"gold": "0", "response": boxed(r"0.\overline{1}")},
+    ]
+    assert [(r["correct"], r["status"]) for r in _cli("verify", lines)] == [
+        (False, "ok"), (False, "ok"), (True, "ok"), (True, "ok"), (False, "ok"), (True, "ok"), (False, "ok")]
+
+
+def test_cli_vote_all_kinds():
+    lines = [
+        {"responses": [boxed(r"\frac{1}{100!}"), boxed(r"\frac{1}{101!}"), boxed(r"\frac{1}{101!}")]},
+        {"responses": [r"\boxed{12} \boxed{12}", r"\boxed{12}", r"\boxed{5}"]},
+        {"responses": [boxed("3 1/2"), boxed(r"\frac72"), boxed(r"\frac{31}{2}")]},
+        {"responses": [boxed(r"0.\overline{1}"), boxed(r"\frac19"), boxed("0")]},
+    ]
+    out = _cli("vote", lines)
+    assert [o["clusters"] for o in out] == [[[1, 2], [0]], [[0, 1], [2]], [[0, 1], [2]], [[0, 1], [2]]]
+    assert [o["pseudo_label"] for o in out] == [r"\frac{1}{101!}", "12", "3 1/2", r"0.\overline{1}"]
+    assert all(o["pass_rate"] == 2 / 3 for o in out)

@@ -1,0 +1,44 @@
+"""The released presets carry the released scripts' validation sampling and loss aggregation.
+
+Values from notes/upstream_cpmobius.md §2 (the four released launch scripts): validation samples at
+the Player's own temperature / top-p; the 7B-Instruct, Nemotron and OctoThinker scripts train with
+micro-batches of one sequence, so their loss is a per-sequence mean (verl's seq-mean-token-mean),
+while the 1.5B script's dynamic micro-batches give a token-mean.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cpmobius.engine.config import compose_config, policy_config
+
+RELEASED = {
+    # preset: (Player T, Player top-p, loss aggregation, greedy validation)
+    "paper_qwen_1p5b": (0.6, 1.0, "token-mean", False),
+    "released_qwen_1p5b": (0.6, 1.0, "token-mean", False),
+    "released_openmath_nemotron_1p5b": (0.6, 0.9, "seq-mean-token-mean", False),
+    "released_octothinker_3b": (0.7, 0.9, "seq-mean-token-mean", False),
+    "released_qwen_7b_instruct": (0.7, 0.9, "seq-mean-token-mean", True),
+}
+
+
+@pytest.mark.parametrize("preset", sorted(RELEASED))
+def test_preset_validates_at_the_players_sampling_values(preset):
+    temperature, top_p, _, greedy = RELEASED[preset]
+    cfg = compose_config([f"experiment={preset}"])
+    player = policy_config(cfg, "player").actor_rollout_ref.rollout
+    assert (player.temperature, player.top_p) == (temperature, top_p)
+    assert (player.val_kwargs.temperature, player.val_kwargs.top_p) == (temperature, top_p)
+    assert bool(cfg.validation.greedy) is greedy
+
+
+@pytest.mark.parametrize("preset", sorted(RELEASED))
+def test_preset_loss_aggregation_is_the_released_one_for_both_policies(preset):
+    cfg = compose_config([f"experiment={preset}"])
+    for name in ("coach", "player"):
+        assert policy_config(cfg, name).actor_rollout_ref.actor.loss_agg_mode == RELEASED[preset][2], name
+
+
+def test_a_player_temperature_override_moves_the_validation_temperature_with_it():
+    cfg = compose_config(["experiment=paper_qwen_1p5b", "player.verl.rollout.temperature=0.8"])
+    assert policy_config(cfg, "player").actor_rollout_ref.rollout.val_kwargs.temperature == 0.8
