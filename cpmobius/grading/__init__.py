@@ -13,6 +13,9 @@ Public API (all pure functions of their arguments; no engine objects):
 * `check_batch(results)`: raises `GradingError` when every score of a batch is an error/timeout.
 * `python -m cpmobius.grading verify|vote`: the same, on JSON lines (debugging a verdict).
 
+What it may import of cpmobius: itself and `cpmobius.jsonl` (the CLI's JSON-lines reader), nothing
+else, so every stage, the evaluation and the warm-up can use it without an import cycle.
+
 Extraction (mode "cpmobius", the default)
 -----------------------------------------
 * The answer is the body of the **last** `\boxed{...}` / `\fbox{...}` of the response, brace
