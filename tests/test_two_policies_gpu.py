@@ -23,6 +23,8 @@ def two_policies_gpu(tmp_path_factory, harness):
         f"model.cache_dir={cache}",
         "actor_rollout_ref.actor.optim.lr=1e-4",
         "data.max_response_length=32",
+        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",  # so that a sampled "greedy" pass shows
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
     ]
     policies, guard, timings = harness.start_two_policies(overrides, tiny_spec=QWEN2_0P5B_SPEC)
     yield policies, guard, timings
@@ -43,3 +45,8 @@ def test_two_policies_on_cuda_with_a_half_billion_parameter_model(two_policies_g
     for key, value in {**start_timings, **timings}.items():
         print(f"{key:<24} {value:>10.2f}")
 
+
+
+def test_greedy_validation_on_the_cuda_hf_rollout_is_greedy(two_policies_gpu, harness):
+    policies, _, _ = two_policies_gpu
+    harness.check_greedy_validation(policies["player"])
