@@ -12,7 +12,8 @@ from collections import Counter
 import pytest
 import torch
 
-from cpmobius import warmup_data as wd
+from cpmobius.warmup.data import filter_problems
+from cpmobius.warmup.sources import OverlapIndex, normalise_whitespace
 from cpmobius.coach import REJECT_REASONS, find_problem_fault, needs_figure, propose_problems
 from cpmobius.metrics import filter_metrics
 from cpmobius.settings import CoachSettings
@@ -162,9 +163,9 @@ def _row(problem: str) -> dict:
 
 def test_warmup_selection_drops_figure_problems_with_the_same_reason():
     problems = NEEDS_FIGURE[:3] + NOT_A_FIGURE[:2] + FIGURE_IN_TEXT[:1]
-    report = wd.filter_problems([_row(p) for p in problems], wd.OverlapIndex([]), min_chars=10)
+    report = filter_problems([_row(p) for p in problems], OverlapIndex([]), min_chars=10)
     assert report.drops == Counter({"coach_validator/needs_figure": 3})
-    assert [c.problem for c in report.pool] == [wd.normalise_whitespace(p) for p in problems[3:]]
+    assert [c.problem for c in report.pool] == [normalise_whitespace(p) for p in problems[3:]]
     # the validator switch governs it, as `coach.validate` does in the loop
-    report = wd.filter_problems([_row(p) for p in problems], wd.OverlapIndex([]), min_chars=10, coach_validate=False)
+    report = filter_problems([_row(p) for p in problems], OverlapIndex([]), min_chars=10, coach_validate=False)
     assert not report.drops and len(report.pool) == len(problems)
