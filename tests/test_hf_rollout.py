@@ -234,19 +234,27 @@ async def test_agent_loop_sends_the_configured_repetition_penalty_and_stop_token
     captured = {}
 
     async def fake_run(self, sampling_params, **kwargs):
-        captured.update(sampling_params)
-        return "ran"
+        captured.clear()
+        captured.update(sampling_params, forwarded=sorted(kwargs))
+        return SimpleNamespace(extra_fields={})
 
     monkeypatch.setattr(SingleTurnAgentLoop, "run", fake_run)
     loop = ConfiguredSingleTurnAgentLoop.__new__(ConfiguredSingleTurnAgentLoop)
     loop.rollout_config = SimpleNamespace(repetition_penalty=1.05)
     loop.config = SimpleNamespace(actor_rollout_ref=SimpleNamespace(model=SimpleNamespace(path=str(path))))
     loop.tokenizer = tokenizer
-    params = {"repetition_penalty": 1.0, "temperature": 0.7}  # what verl's AgentLoopWorker always sends
-    assert await loop.run(params, raw_prompt=[]) == "ran"
+    params = {"repetition_penalty": 1.0, "temperature": 0.7, "top_p": 0.9, "top_k": -1}  # verl always sends 1.0
+    output = await loop.run(params, raw_prompt=[])
     assert captured["repetition_penalty"] == 1.05 and captured["temperature"] == 0.7
-    assert params == {"repetition_penalty": 1.0, "temperature": 0.7}  # the caller's dict is left alone
+    assert params == {"repetition_penalty": 1.0, "temperature": 0.7, "top_p": 0.9, "top_k": -1}  # caller's dict untouched
     assert tokenizer.convert_tokens_to_ids("<|im_end|>") in captured["stop_token_ids"]
+    # every row reports the sampling values it was generated with
+    assert output.extra_fields == {"sampling_temperature": 0.7, "sampling_top_p": 0.9, "sampling_top_k": -1.0}
+    # the per-row greedy flag wins over validation's val_kwargs and is not forwarded to verl's loop
+    output = await loop.run(params, raw_prompt=[], cpmobius_greedy=True)
+    assert (captured["temperature"], captured["top_p"], captured["top_k"]) == (0.0, 1.0, -1)
+    assert captured["forwarded"] == ["raw_prompt"]
+    assert output.extra_fields["sampling_temperature"] == 0.0
 
 
 QWEN_TOKENIZER = default_data_dir().parent / "tokenizers" / "qwen2.5-instruct"
