@@ -64,7 +64,7 @@ def plot_training_dynamics(run_dir: str | Path, out_path: Optional[str | Path] =
     """Write the dynamics PNG of a run (default ``<run_dir>/training_dynamics.png``).
 
     Raises:
-        FileNotFoundError: when the run holds no metrics at all.
+        FileNotFoundError: when the run holds no metrics at all (or RUN_DIR does not exist).
     """
     import matplotlib
 
@@ -102,7 +102,30 @@ def plot_training_dynamics(run_dir: str | Path, out_path: Optional[str | Path] =
     return out_path
 
 
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m cpmobius.plots RUN_DIR [OUT.png]``: (re)draw a run's plot; exit 2 with one line when
+    the run holds no metrics."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m cpmobius.plots",
+        description="Draw the training-dynamics plot of a run from its metrics.jsonl (verl's file logger, "
+                    "trainer.logger=[file], the default): Player validation accuracy, Δt, the difficulty "
+                    "filter's kept fraction and pass rates, pseudo-label accuracy, Coach validity, problem "
+                    "and response lengths.")
+    parser.add_argument("run_dir", metavar="RUN_DIR",
+                        help="the run's folder (trainer.default_local_dir, e.g. outputs/cpmobius/default)")
+    parser.add_argument("out", metavar="OUT.png", nargs="?", default=None,
+                        help=f"where to write the picture (default: RUN_DIR/{PLOT_NAME})")
+    parser.add_argument("--title", default=None, help="the figure's title (default: names RUN_DIR)")
+    args = parser.parse_args(argv)
+    try:
+        print(plot_training_dynamics(args.run_dir, args.out, title=args.title))
+    except FileNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3):
-        sys.exit("usage: python -m cpmobius.plots RUN_DIR [OUT.png]")
-    print(plot_training_dynamics(*sys.argv[1:]))
+    sys.exit(main())

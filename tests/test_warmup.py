@@ -19,7 +19,7 @@ def toy_warmup_data(path, instruction, rows=48):
     pd.DataFrame({"messages": messages}).to_parquet(path)
 
 
-def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cache):
+def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cache, monkeypatch):
     import torch
     from safetensors.torch import load_file
 
@@ -45,8 +45,12 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
         run_warmup(cfg)
     toy_warmup_data(data, settings.coach.instruction)
     prepare_models(cfg, settings)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
     hf_dir = run_warmup(cfg)
     assert hf_dir.name == "huggingface" and hf_dir.parent.name == "global_step_3"
+    # Every file of the warm-up is in the run folder: Hydra's logs too, not outputs/<date> in the cwd.
+    assert (hf_dir.parents[1] / "hydra").is_dir() and not any((tmp_path / "cwd").iterdir())
     before = load_file(f"{cfg.model.coach_path}/model.safetensors")
     after = load_file(str(hf_dir / "model.safetensors"))
     assert set(after) <= set(before) and all(not torch.equal(before[k], after[k].to(before[k].dtype)) for k in after)

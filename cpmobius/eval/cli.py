@@ -152,45 +152,92 @@ def combined_table(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[st
     return "\n".join(lines + ["", "Cells: avg@k in percent, [95% bootstrap CI over problems]."] + notes) + "\n"
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The description as written; "(default: X)" added only where the help text does not give one
+    and there is a default worth printing (not None, False or an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default is None or action.default is False or action.default == [] \
+                or action.default == argparse.SUPPRESS:
+            return text
+        return super()._get_help_string(action)
+
+
+EPILOG = """examples:
+  python -m cpmobius.eval --model PATH --benchmarks demo --k 2 --max-new-tokens 16 --out outputs/eval/smoke
+        the pipeline on the built-in 8-problem demo benchmark (no data files, no network)
+  python -m cpmobius.eval --model PATH --out outputs/eval/run
+        the paper's protocol on the six benchmarks (local copies: --data-dir, or data/eval from
+        scripts/fetch_benchmarks.py; or --source hub)
+  python -m cpmobius.eval --completions outputs/eval/run/LABEL/completions.jsonl --grader released
+        score existing responses again (no GPU)
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m cpmobius.eval", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m cpmobius.eval", formatter_class=_HelpFormatter, epilog=EPILOG,
+                                description=__doc__.split("\n")[0] + "\n\n" + __doc__.split("\n\n")[1])
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--model", nargs="+", help="model folder(s) or hub id(s) to generate with")
-    mode.add_argument("--completions", nargs="+", help="score-only: completions JSONL file(s)")
-    p.add_argument("--label", nargs="+", help="one output label per --model (default: from the path)")
-    p.add_argument("--benchmarks", nargs="+", default=list(AVG_BENCHMARKS), choices=BENCHMARKS)
-    p.add_argument("--k", nargs="+", default=[], help="responses per problem: K or BENCHMARK=K (default: released k)")
+    mode.add_argument("--model", nargs="+", help="generate mode: model folder(s) or hub id(s) to generate with")
+    mode.add_argument("--completions", nargs="+",
+                      help="score-only mode: completions JSONL file(s) of an earlier run (one model)")
+    p.add_argument("--label", nargs="+", help="one output label per --model (default: from the model path)")
+    p.add_argument("--benchmarks", nargs="+", default=list(AVG_BENCHMARKS), choices=BENCHMARKS, metavar="NAME",
+                   help=f"benchmarks to evaluate, of {', '.join(BENCHMARKS)}; `demo` is built in (8 problems, "
+                        f"no files needed) (default: the paper's six: {' '.join(AVG_BENCHMARKS)})")
+    p.add_argument("--k", nargs="+", default=[],
+                   help="responses per problem: K (every benchmark) and/or BENCHMARK=K (default: the released k, "
+                        f"{', '.join(f'{b} {k}' for b, k in DEFAULT_K.items())}; 1 with --greedy)")
     p.add_argument("--limit", type=int, default=None,
-                   help="only the first N problems of each benchmark (complete for that slice; score-only: "
-                        "default from the run.json beside the completions)")
+                   help="only the first N problems of each benchmark (complete for that slice; default: all; "
+                        "score-only: from the run.json beside the completions)")
     p.add_argument("--allow-partial", action="store_true",
                    help="score-only: average benchmarks the completions cover only in part into Avg / OOD Avg")
     p.add_argument("--allow-uneven-k", action="store_true",
                    help="accept problems with different numbers of responses (k = the smallest; n_min/n_max reported)")
     p.add_argument("--greedy", action="store_true", help="greedy decoding (k defaults to 1)")
-    p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--top-p", type=float, default=0.9)
-    p.add_argument("--repetition-penalty", type=float, default=1.05)
-    p.add_argument("--max-new-tokens", type=int, default=4096)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--system-prompt", default=None, help="explicit system turn (default: the chat template's)")
-    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf"))
-    p.add_argument("--device", default="auto", help="HF backend: cpu, cuda or auto")
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--batch-size", type=int, default=16, help="HF backend: sequences per generate call")
-    p.add_argument("--tensor-parallel-size", type=int, default=1)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    p.add_argument("--max-model-len", type=int, default=None)
-    p.add_argument("--source", default="local", choices=("local", "hub"))
-    p.add_argument("--data-dir", default=None, help="folder of <name>/<name>.jsonl|parquet (default ../shared/data/eval)")
-    p.add_argument("--data-file", nargs="+", default=[], help="BENCHMARK=PATH (JSONL or parquet), overrides --data-dir")
-    p.add_argument("--answer-key", default="corrected", choices=ANSWER_KEYS)
-    p.add_argument("--grader", default="cpmobius", choices=GRADERS)
-    p.add_argument("--no-grader-report", action="store_true", help="skip grading with the other grader")
-    p.add_argument("--paper-model", default="auto", help="published rows to show: auto, none or a configs/model name")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs")
-    p.add_argument("--out", default=None, help=f"output folder (default {DEFAULT_OUT}; score-only: the file's folder)")
+    sampling = p.add_argument_group("sampling (generate mode; the released protocol by default)")
+    sampling.add_argument("--temperature", type=float, default=0.7, help="sampling temperature")
+    sampling.add_argument("--top-p", type=float, default=0.9, help="nucleus sampling threshold")
+    sampling.add_argument("--repetition-penalty", type=float, default=1.05, help="repetition penalty (1 = none)")
+    sampling.add_argument("--max-new-tokens", type=int, default=4096, help="most tokens generated per response")
+    sampling.add_argument("--seed", type=int, default=0, help="sampling seed")
+    sampling.add_argument("--system-prompt", default=None,
+                          help="an explicit system turn (default: none given, the chat template's own)")
+    engine = p.add_argument_group("engine (generate mode)")
+    engine.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf"),
+                        help="vllm, HF transformers, or auto: vLLM when importable, else HF")
+    engine.add_argument("--device", default="auto", help="HF backend: cpu, cuda, or auto (cuda when available)")
+    engine.add_argument("--dtype", default="auto",
+                        help="model weights' dtype (e.g. bfloat16, float32), or auto: the checkpoint's")
+    engine.add_argument("--batch-size", type=int, default=16, help="HF backend: sequences per generate call")
+    engine.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM backend: GPUs per model")
+    engine.add_argument("--gpu-memory-utilization", type=float, default=0.9,
+                        help="vLLM backend: share of each GPU's memory the engine may take")
+    engine.add_argument("--max-model-len", type=int, default=None,
+                        help="vLLM backend: context length, prompt + response (default: the model's)")
+    data = p.add_argument_group("data")
+    data.add_argument("--source", default="local", choices=("local", "hub"),
+                      help="local files (--data-dir, --data-file) or the Hugging Face hub (ids in cpmobius/eval/data.py)")
+    data.add_argument("--data-dir", default=None,
+                      help="folder of <name>/<name>.jsonl|parquet (default: $CPMOBIUS_SHARED_DATA/eval or "
+                           "../shared/data/eval when present, else data/eval, where scripts/fetch_benchmarks.py writes)")
+    data.add_argument("--data-file", nargs="+", default=[], metavar="BENCHMARK=PATH",
+                      help="one benchmark's file (JSONL or parquet, e.g. a released parquet), overriding --data-dir")
+    scoring = p.add_argument_group("scoring")
+    scoring.add_argument("--answer-key", default="corrected", choices=ANSWER_KEYS,
+                         help="corrected (the curated answers and their accepted spellings) or released "
+                              "(the released key exactly; needs local copies or the released parquet files)")
+    scoring.add_argument("--grader", default="cpmobius", choices=GRADERS,
+                         help="cpmobius (this project's grader) or released (an imitation of the released one)")
+    scoring.add_argument("--no-grader-report", action="store_true",
+                         help="skip grading with the other grader (and grader_disagreements.md)")
+    scoring.add_argument("--paper-model", default="auto",
+                         help="published rows to show: auto (from the model path), none or a configs/model name")
+    scoring.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CIs")
+    p.add_argument("--out", default=None,
+                   help=f"output folder (default: {DEFAULT_OUT}; score-only: the completions file's folder)")
     return p
 
 

@@ -11,6 +11,8 @@ Sources
   released verl schema (`prompt`, `reward_model.ground_truth`, `extra_info.index`: the files of
   `ASL-r/CPMobius evaluation/data/`, deduplicated by `extra_info.index`), or a flat `question` /
   `answer` table (the released AIME-2025 file, deduplicated by question text).
+* built in: `demo` (`cpmobius.eval.demo`), eight problems written for this project, shipped with the
+  package so that the evaluation runs from a fresh clone (any source; `--data-file demo=PATH` overrides).
 * hub: `HUB_SOURCES` (one dataset id, config and split per benchmark, field names below). The ids
   were chosen as the upstream origin of each released file where one exists on the hub, and their
   field mapping was checked against the local copies (tests/test_evaluation_harness.py): the hub
@@ -44,8 +46,11 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from cpmobius.jsonl import JSONLineError, json_objects
 
-BENCHMARKS = ("amc", "aime24", "aime25", "math500", "minerva_math", "olympiadbench", "amc23")
-"""Every known benchmark name (folder and file stem under the data dir)."""
+BENCHMARKS = ("amc", "aime24", "aime25", "math500", "minerva_math", "olympiadbench", "amc23", "demo")
+"""Every known benchmark name (folder and file stem under the data dir; `demo` is built in)."""
+
+BUILTIN_BENCHMARKS = ("demo",)
+"""Benchmarks shipped with the package (`cpmobius.eval.demo`): no file, no hub."""
 
 INSTRUCTION_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
 """The verl-schema suffix of every released evaluation prompt; the released loader strips it."""
@@ -101,13 +106,25 @@ HUB_SOURCES = {
 
 
 def default_data_dir() -> Path:
-    """`$CPMOBIUS_SHARED_DATA/eval`, else `../shared/data/eval` beside the checkout."""
+    """`$CPMOBIUS_SHARED_DATA/eval`, else `../shared/data/eval` beside the checkout (the project's
+    curated copies; tests skip what needs them when this folder is absent)."""
     import os
 
     env = os.environ.get("CPMOBIUS_SHARED_DATA")
     if env:
         return Path(env) / "eval"
     return Path(__file__).resolve().parents[3] / "shared" / "data" / "eval"
+
+
+FETCHED_DATA_DIR = Path("data") / "eval"
+"""Where `scripts/fetch_benchmarks.py` writes the benchmarks by default (relative to the working folder)."""
+
+
+def local_data_dir() -> Path:
+    """The folder the evaluation reads local benchmarks from when `--data-dir` is not given:
+    `default_data_dir()` when it exists, else `data/eval` (`scripts/fetch_benchmarks.py`'s output)."""
+    curated = default_data_dir()
+    return curated if curated.is_dir() else FETCHED_DATA_DIR
 
 
 def strip_instruction(text: str) -> str:
@@ -233,9 +250,10 @@ def load_benchmark(name: str, data_dir: str | Path | None = None, *, source: str
 
     Args:
         name: one of `BENCHMARKS`.
-        data_dir: folder with one sub-folder per benchmark (default `default_data_dir()`).
-        source: "local" or "hub" (`datasets.load_dataset` with `HUB_SOURCES[name]`).
-        path: an explicit local file (JSONL or parquet), overriding `data_dir`.
+        data_dir: folder with one sub-folder per benchmark (default `local_data_dir()`).
+        source: "local" or "hub" (`datasets.load_dataset` with `HUB_SOURCES[name]`); a built-in
+            benchmark (`demo`) ignores it.
+        path: an explicit local file (JSONL or parquet), overriding `data_dir` (and a built-in benchmark).
 
     Returns:
         Rows with `id`, `problem`, `answer`, `alt_answers` (and `answer_upstream` where known).
@@ -246,23 +264,30 @@ def load_benchmark(name: str, data_dir: str | Path | None = None, *, source: str
     """
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; expected one of {BENCHMARKS}")
-    if source == "hub":
+    if source not in ("local", "hub"):
+        raise ValueError(f"unknown data source {source!r}; expected 'local' or 'hub'")
+    if name in BUILTIN_BENCHMARKS and path is None:
+        from cpmobius.eval.demo import demo_rows
+
+        rows = demo_rows()
+    elif source == "hub":
         import datasets
 
         hub = HUB_SOURCES[name]
         ds = datasets.load_dataset(hub.repo, hub.config, split=hub.split)
         rows = rows_from_hub_records(name, ds, hub)
-    elif source == "local":
+    else:  # local
         if path is None:
-            folder = Path(data_dir if data_dir is not None else default_data_dir()) / name
+            folder = Path(data_dir if data_dir is not None else local_data_dir()) / name
             candidates = [folder / f"{name}.jsonl", folder / f"{name}.parquet"]
             path = next((p for p in candidates if p.is_file()), candidates[0])
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"benchmark {name!r}: no file {path} (give --data-dir or --data-file {name}=PATH)")
+            raise FileNotFoundError(
+                f"benchmark {name!r}: no file {path}. Fetch the benchmarks with `python scripts/fetch_benchmarks.py "
+                f"--out data/eval` (from the Hugging Face hub), load them from the hub with --source hub, give "
+                f"--data-dir DIR or --data-file {name}=PATH, or try the pipeline on the built-in --benchmarks demo")
         rows = _read_file(name, path)
-    else:
-        raise ValueError(f"unknown data source {source!r}; expected 'local' or 'hub'")
     for i, row in enumerate(rows):
         if "id" not in row or "answer" not in row:
             raise ValueError(f"benchmark {name!r}: row {i} lacks 'id' or 'answer'")

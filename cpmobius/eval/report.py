@@ -63,6 +63,13 @@ def _k_text(entry: Mapping[str, Any]) -> str:
     return str(entry["k"]) if n_min == n_max else f"{n_min}–{n_max} (uneven; pass@k with k = {entry['k']})"
 
 
+def _extra_columns(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(header, key) of the evaluated benchmarks outside the paper's columns (amc23, demo), after OOD Avg."""
+    known = {key for _, key in TABLE_COLUMNS}
+    return [(key, key) for key, entry in summary.items()
+            if key not in known and isinstance(entry, Mapping) and "k" in entry]
+
+
 def table_notes(summary: Mapping[str, Any]) -> list[str]:
     """Footnotes of a table: partial benchmarks, why Avg / OOD Avg are missing, slices, grading failures.
 
@@ -70,8 +77,7 @@ def table_notes(summary: Mapping[str, Any]) -> list[str]:
         Lines of text (no trailing newline); the grading-failure line is always there.
     """
     benches = [(h, key, summary[key]) for h, key in TABLE_COLUMNS[:6] if key in summary]
-    benches += [(key, key, entry) for key, entry in summary.items()
-                if key not in {k for _, k in TABLE_COLUMNS} and isinstance(entry, Mapping) and "k" in entry]
+    benches += [(h, key, summary[key]) for h, key in _extra_columns(summary)]
     notes = []
     partial = [f"{h} {e['n_problems']}/{e['n_problems_expected']}" for h, _, e in benches if e.get("complete") is False]
     if partial:
@@ -112,16 +118,18 @@ def markdown_table(summary: Mapping[str, Any], paper_row: Optional[Mapping[str, 
         The table (a header, a separator, then the paper rows and our metric rows),
         newline-terminated. Below it: a `k` line (responses per problem) and `table_notes`.
     """
-    headers = [h for h, _ in TABLE_COLUMNS]
+    columns = list(TABLE_COLUMNS) + _extra_columns(summary)
+    headers = [h for h, _ in columns]
     lines = ["| | " + " | ".join(headers) + " |", "|---" * (len(headers) + 1) + "|"]
     rows = ({"": paper_row} if paper_row is not None else {}) | dict(paper_rows or {})
     for name, row in rows.items():
         cells = [f"{row[h]:.1f}" if row.get(h) is not None else "—" for h in headers]
         lines.append(f"| paper{': ' + name if name else ''} | " + " | ".join(cells) + " |")
     for metric in metrics:
-        cells = [_cell(summary.get(key), metric) for _, key in TABLE_COLUMNS]
+        cells = [_cell(summary.get(key), metric) for _, key in columns]
         lines.append(f"| {label} {metric} | " + " | ".join(cells) + " |")
-    ks = ", ".join(f"{h} {_k_text(summary[key])}" for h, key in TABLE_COLUMNS[:6] if key in summary)
+    ks = ", ".join(f"{h} {_k_text(summary[key])}" for h, key in [*TABLE_COLUMNS[:6], *columns[len(TABLE_COLUMNS):]]
+                   if key in summary)
     lines.append("")
     lines.append(f"k (responses per problem): {ks or '—'}. Cells: percent, [95% bootstrap CI over problems].")
     lines.extend(table_notes(summary))

@@ -62,8 +62,9 @@ OOD_BENCHMARKS = ("aime24", "aime25", "math500", "minerva_math", "olympiadbench"
 """The five benchmarks of the paper's OOD Avg column (Avg without AMC)."""
 
 DEFAULT_K = {"aime24": 32, "aime25": 32, "amc": 10, "math500": 5, "minerva_math": 5,
-             "olympiadbench": 5, "amc23": 32}
-"""Responses per problem of the released protocol (amc23 is not in the paper; 32 as for AIME)."""
+             "olympiadbench": 5, "amc23": 32, "demo": 4}
+"""Responses per problem of the released protocol (amc23 is not in the paper; 32 as for AIME; the
+built-in demo benchmark 4)."""
 
 TABLE_COLUMNS = (("AIME24", "aime24"), ("AIME25", "aime25"), ("AMC", "amc"), ("MATH-500", "math500"),
                  ("Minerva", "minerva_math"), ("OlympiadBench", "olympiadbench"),

@@ -38,13 +38,25 @@ def _cli_lines(stream: Iterable[str], required: dict[str, type]) -> Iterable[dic
         raise SystemExit(f"error: {error}") from None
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of `python -m cpmobius.grading` (every option with its help text)."""
+    parser = argparse.ArgumentParser(prog="python -m cpmobius.grading", description=PACKAGE_DOC.split("\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("command", choices=("verify", "vote"),
+                        help='verify: {"gold", "response"} lines → {"correct", "extracted", "status"}; '
+                             'vote: {"responses": [...]} lines → {"pseudo_label", "pass_rate", "clusters"} '
+                             "(JSON lines on stdin, one result line each on stdout)")
+    parser.add_argument("--mode", choices=MODES, default="cpmobius",
+                        help="cpmobius (this project's grader and equivalence vote) or released (the released "
+                             "code's evaluation grader and exact-string vote)")
+    parser.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S,
+                        help="hard time limit per answer comparison, seconds (a comparison past it is a timeout)")
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m cpmobius.grading verify|vote` on JSON lines from stdin (see the package docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m cpmobius.grading", description=PACKAGE_DOC.split("\n")[0])
-    parser.add_argument("command", choices=("verify", "vote"))
-    parser.add_argument("--mode", choices=MODES, default="cpmobius")
-    parser.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s")
     try:
         if args.command == "verify":

@@ -49,6 +49,7 @@ def sft_overrides(cfg: Any, data_path: str, output_dir: Path) -> list[str]:
         f"trainer.n_gpus_per_node={cfg.trainer.n_gpus_per_node}",
         "trainer.logger=[console]",
         "trainer.resume_mode=disable",
+        f"hydra.run.dir={output_dir / 'hydra'}",  # Hydra's own logs beside the warm-up, not outputs/<date> in the cwd
         f"trainer.seed={cfg.actor_rollout_ref.rollout.seed}",
         "checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         f"engine.strategy={actor.strategy}",

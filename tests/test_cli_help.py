@@ -1,0 +1,62 @@
+"""The command lines' `--help`: every option says what it does, each default is printed once, and
+`python -m cpmobius.plots` answers `--help` and a missing run with one line instead of a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    from cpmobius.eval.cli import build_parser
+
+    return build_parser()
+
+
+def _grading_parser() -> argparse.ArgumentParser:
+    from cpmobius.grading.__main__ import build_parser
+
+    return build_parser()
+
+
+@pytest.mark.parametrize("make_parser", [_eval_parser, _grading_parser], ids=["eval", "grading"])
+def test_every_option_has_help_and_one_default(make_parser):
+    parser = make_parser()
+    for action in _options(parser):
+        assert action.help and len(action.help) > 8, f"{action.option_strings or action.dest}: no help text"
+    text = parser.format_help()
+    # argparse wraps lines: compare on the text with white space collapsed.
+    flat = re.sub(r"\s+", " ", text)
+    assert not re.search(r"\(default: [^)]*\)\s*\(default:", flat), "a default printed twice"
+    assert "(default: None)" not in flat and "(default: [])" not in flat
+
+
+def test_eval_help_names_the_builtin_demo_and_where_data_comes_from():
+    flat = re.sub(r"\s+", " ", _eval_parser().format_help())
+    assert "`demo` is built in" in flat and "scripts/fetch_benchmarks.py" in flat
+
+
+@pytest.mark.parametrize("module", ["cpmobius.eval", "cpmobius.plots", "cpmobius.grading"])
+def test_help_exits_zero_with_a_usage_line(module):
+    result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith(f"usage: python -m {module}"), result.stdout[:200]
+
+
+def test_plots_on_a_folder_without_metrics_is_one_line_and_exit_2(tmp_path, capsys):
+    from cpmobius.plots import main
+
+    assert main([str(tmp_path / "no_run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no metrics.jsonl rows in") and err.count("\n") == 1

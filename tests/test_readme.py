@@ -1,0 +1,210 @@
+"""The README's commands run as written, as a new user runs them: every ```bash block meant for a CPU
+machine, in a fresh copy of the repository (the tracked files, as a clone has them) with no
+``../shared`` beside it, no ``$CPMOBIUS_SHARED_DATA``, an empty model cache (``$CPMOBIUS_CACHE``, which
+``configs/model/tiny.yaml`` reads: the toy models are built from scratch, as on a first run) and the
+Hugging Face hub switched off (``HF_HUB_OFFLINE``: the README says these commands download nothing).
+
+Blocks are marked in the README itself, by an HTML comment on the line before the block:
+
+* ``<!-- readme-test: skip — REASON -->``: not run (needs GPUs, the hub, a GPU run's outputs; the
+  install and the test command, which CI runs itself);
+* ``<!-- readme-test: skip "PREFIX" — REASON -->``: run, without the lines starting with PREFIX;
+* ``<!-- readme-test: check-output -->``: each command's stdout must equal the ``# `` lines after it.
+
+Every other ```bash block runs, each with ``bash -e`` in the copy's root, with the current
+interpreter's ``python`` first on PATH (no reinstall; ``PYTHONPATH`` is the copy, so the copy's code
+is what runs, Ray workers and torchrun included). Output blocks are fenced as ```text. The default
+run (``python -m cpmobius.main``) is one of the blocks: about 6 to 8 minutes on 2 cores, most of this
+file's time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+BLOCK_TIMEOUT_S = 45 * 60  # the default run takes ~6 min on 2 idle cores; a loaded CI machine is slower
+MARKER = re.compile(r"^<!--\s*readme-test:\s*(?P<body>.*?)\s*-->$")
+SKIP = re.compile(r'^skip(?:\s+"(?P<prefix>[^"]+)")?\s*[—-]\s*(?P<reason>\S.*)$')
+
+
+@dataclass
+class Block:
+    """One fenced block of the README: where it starts, its info string, its lines and its marker."""
+
+    line: int
+    info: str
+    lines: list[str]
+    marker: str = ""
+    skip_reason: str = ""
+    skip_prefix: str = ""
+    check_output: bool = False
+    commands: list[str] = field(default_factory=list)
+
+
+def parse_readme(text: str) -> list[Block]:
+    """Every fenced block with its marker (the nearest non-blank line above it, when it is one).
+
+    Raises:
+        ValueError: an unclosed block, or a marker that is neither skip (with a reason) nor check-output.
+    """
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("```"):
+            i += 1
+            continue
+        start, info = i, lines[i][3:].strip()
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), None)
+        if end is None:
+            raise ValueError(f"README line {start + 1}: unclosed code block")
+        block = Block(line=start + 1, info=info, lines=lines[start + 1:end])
+        above = next((lines[j].strip() for j in range(start - 1, -1, -1) if lines[j].strip()), "")
+        match = MARKER.match(above)
+        if match:
+            block.marker = match["body"]
+            skip = SKIP.match(block.marker)
+            if skip:
+                block.skip_prefix, block.skip_reason = skip["prefix"] or "", skip["reason"]
+            elif block.marker == "check-output":
+                block.check_output = True
+            else:
+                raise ValueError(f"README line {start + 1}: marker {above!r} is neither "
+                                 "'skip — REASON', 'skip \"PREFIX\" — REASON' nor 'check-output'")
+        blocks.append(block)
+        i = end + 1
+    return blocks
+
+
+def runnable(block: Block) -> bool:
+    return block.info == "bash" and not (block.skip_reason and not block.skip_prefix)
+
+
+def script_of(block: Block) -> str:
+    """The block's shell text without the lines its marker skips."""
+    kept = [ln for ln in block.lines if not (block.skip_prefix and ln.lstrip().startswith(block.skip_prefix))]
+    return "\n".join(kept) + "\n"
+
+
+def commands_with_output(block: Block) -> list[tuple[str, str]]:
+    """(command, expected stdout) pairs of a check-output block: each command line, then its `# ` lines."""
+    pairs: list[tuple[str, list[str]]] = []
+    for ln in block.lines:
+        if ln.startswith("# ") and pairs:
+            pairs[-1][1].append(ln[2:])
+        elif ln.strip():
+            pairs.append((ln, []))
+    return [(command, "\n".join(out)) for command, out in pairs]
+
+
+BLOCKS = parse_readme(README.read_text(encoding="utf-8"))
+RUNNABLE = [b for b in BLOCKS if runnable(b)]
+
+
+def _label(block: Block) -> str:
+    first = next((ln for ln in script_of(block).splitlines() if ln.strip() and not ln.startswith("#")), "")
+    return f"line{block.line}:" + re.sub(r"\s+", " ", first)[:40]
+
+
+# --------------------------------------------------------------------------- the markers themselves (fast)
+
+
+def test_every_block_is_fenced_as_bash_or_text_and_every_skip_says_why():
+    """Nothing is left out of the run silently: a block is bash (run unless marked) or text (output)."""
+    assert BLOCKS, "no code blocks found in the README"
+    for block in BLOCKS:
+        assert block.info in ("bash", "text"), f"README line {block.line}: fence it as ```bash or ```text"
+        if block.marker:
+            assert block.info == "bash", f"README line {block.line}: a readme-test marker on a text block"
+        if block.skip_reason:
+            assert len(block.skip_reason) > 10, f"README line {block.line}: say why the block is skipped"
+        if block.skip_prefix:
+            assert any(ln.lstrip().startswith(block.skip_prefix) for ln in block.lines), \
+                f"README line {block.line}: no line starts with {block.skip_prefix!r}"
+    # The install and the test command are CI's own steps: they stay out of this run, and they are there.
+    skipped = "\n".join(ln for b in BLOCKS if b.info == "bash" for ln in b.lines
+                         if not runnable(b) or (b.skip_prefix and ln.lstrip().startswith(b.skip_prefix)))
+    assert "bash scripts/install.sh" in skipped and "python -m pytest -q" in skipped
+    assert any("python -m cpmobius.main" in script_of(b) for b in RUNNABLE), "the default run is not among the runnable blocks"
+
+
+def test_parser_reads_the_three_markers():
+    text = "\n".join([
+        "<!-- readme-test: skip — needs GPUs -->", "```bash", "nvidia-smi", "```", "",
+        '<!-- readme-test: skip "python -m pytest" — CI runs the tests -->', "```bash", "echo a", "python -m pytest -q", "```",
+        "<!-- readme-test: check-output -->", "```bash", "echo hi", "# hi", "```", "```text", "out", "```",
+    ])
+    gpu, partial, checked, output = parse_readme(text)
+    assert (gpu.skip_reason, runnable(gpu)) == ("needs GPUs", False)
+    assert runnable(partial) and script_of(partial) == "echo a\n"
+    assert checked.check_output and commands_with_output(checked) == [("echo hi", "hi")]
+    assert output.info == "text" and not runnable(output)
+    with pytest.raises(ValueError, match="neither"):
+        parse_readme("<!-- readme-test: sometimes -->\n```bash\nls\n```\n")
+
+
+# --------------------------------------------------------------------------- the blocks, run (slow)
+
+
+def _tracked_files() -> list[str]:
+    """The repository's tracked files (what a clone holds); without git, everything but ignored folders."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True, timeout=60).stdout
+        return [p for p in out.decode().split("\0") if p and (REPO / p).is_file()]
+    except (OSError, subprocess.SubprocessError):
+        ignored = {".git", ".venv", "outputs", "runs", "checkpoints", "tensorboard_log", "wandb", "build",
+                   "__pycache__", ".pytest_cache"}
+        return [str(p.relative_to(REPO)) for p in REPO.rglob("*")
+                if p.is_file() and not ignored & set(p.relative_to(REPO).parts) and not p.name.endswith(".pyc")]
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A copy of the tracked files with nothing beside it, and a new user's environment."""
+    root = tmp_path_factory.mktemp("newcomer")
+    clone = root / "cpmobius-on-verl"
+    for rel in _tracked_files():
+        (clone / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, clone / rel)
+    assert not (clone.parent / "shared").exists()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CPMOBIUS_", "PYTEST_"))}
+    env.update({
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        "PYTHONPATH": str(clone),
+        "CPMOBIUS_CACHE": str(root / "model_cache"),  # empty: the toy models are pretrained as on a first run
+        "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+    })
+    return clone, env
+
+
+def _run(command: str, clone: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], cwd=clone, env=env, text=True,
+                          capture_output=True, timeout=BLOCK_TIMEOUT_S)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", RUNNABLE, ids=[_label(b) for b in RUNNABLE])
+def test_readme_block_runs_from_a_fresh_clone(block, fresh_clone):
+    clone, env = fresh_clone
+    start = time.monotonic()
+    if block.check_output:
+        for command, expected in commands_with_output(block):
+            result = _run(command, clone, env)
+            assert result.returncode == 0, f"README line {block.line}: {command}\n{result.stderr[-3000:]}"
+            assert result.stdout.strip() == expected.strip(), f"README line {block.line}: {command}"
+    else:
+        result = _run(script_of(block), clone, env)
+        assert result.returncode == 0, (f"README line {block.line} exited {result.returncode}:\n"
+                                        f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    print(f"README line {block.line}: {time.monotonic() - start:.0f} s")

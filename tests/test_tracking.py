@@ -1,0 +1,64 @@
+"""Tracking (README "Logging"): `trainer.logger=[file,tensorboard]` through the driver's `make_tracking`
+(verl's `Tracking`) writes `metrics.jsonl` and TensorBoard event files in the run folder, and the
+events hold our metric keys at the loop's step numbers (read back with TensorBoard's own reader)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+# Keys of every stage, as the loop logs them (cpmobius/metrics.py; README "Logged metrics").
+KEYS = ("val/accuracy", "val/delta_t", "filter/kept_frac", "filter/pass_rate_mean", "coach/valid_frac",
+        "coach/updated", "pseudo_label/accuracy", "player/actor/pg_loss", "coach/actor/grad_norm", "timing_s/step")
+
+
+def _row(step: int) -> dict[str, float]:
+    return {key: step + i / 100 for i, key in enumerate(KEYS)}
+
+
+def test_tensorboard_events_hold_our_keys_at_our_steps(tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from cpmobius.main import make_tracking
+
+    # The driver only sets these when unset (a user's own TENSORBOARD_DIR wins): start unset, and
+    # have monkeypatch remove what the driver sets when the test ends.
+    for name in ("TENSORBOARD_DIR", "VERL_FILE_LOGGER_PATH"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    run_dir = tmp_path / "run"
+    cfg = OmegaConf.create({"trainer": {"project_name": "cpmobius", "experiment_name": "tb",
+                                        "logger": ["file", "tensorboard"], "default_local_dir": str(run_dir)}})
+    tracking = make_tracking(cfg)
+    steps = (0, 1, 2, 3)  # step 0: the validation before the loop, as the default run logs it
+    for step in steps:
+        tracking.log(data=_row(step), step=step)
+    tracking.finish()
+
+    events = list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    assert len(events) == 1, sorted(p.name for p in (run_dir / "tensorboard").iterdir())
+    reader = EventAccumulator(str(run_dir / "tensorboard"))
+    reader.Reload()
+    assert set(reader.Tags()["scalars"]) == set(KEYS)
+    for key in KEYS:
+        scalars = reader.Scalars(key)
+        assert [s.step for s in scalars] == list(steps)
+        assert [s.value for s in scalars] == pytest.approx([_row(step)[key] for step in steps])
+
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(steps) and rows[2]["data"] == pytest.approx(_row(2))
+
+
+def test_a_tensorboard_dir_from_the_environment_wins(tmp_path, monkeypatch):
+    from cpmobius.main import make_tracking
+
+    monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path / "elsewhere"))
+    cfg = OmegaConf.create({"trainer": {"project_name": "cpmobius", "experiment_name": "tb",
+                                        "logger": ["tensorboard"], "default_local_dir": str(tmp_path / "run")}})
+    tracking = make_tracking(cfg)
+    tracking.log(data={"val/accuracy": 0.5}, step=1)
+    tracking.finish()
+    assert list((tmp_path / "elsewhere").glob("events.out.tfevents.*"))
+    assert not (tmp_path / "run" / "tensorboard").exists()
