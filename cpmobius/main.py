@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from typing import Any, Optional
 
 import hydra
@@ -146,7 +147,10 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     from cpmobius.toy.world import solve
 
     if not ray.is_initialized():
+        ours = signal.getsignal(signal.SIGTERM) is _raise_terminated
         ray.init(**ray_init_kwargs(cfg))
+        if ours:  # ray.init replaced it (its driver exits or aborts with a stack dump): SIGTERM stops the run as Ctrl-C does
+            signal.signal(signal.SIGTERM, _raise_terminated)
     pool, guard = make_resource_pool(cfg), EngineGuard()
     coach = Policy("coach", configs["coach"], pool, guard).start()
     player = Policy("player", configs["player"], pool, guard).start()
@@ -251,11 +255,10 @@ def stop_after_interrupt(cfg: DictConfig, loop: Any, interrupt: BaseException) -
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name=CONFIG_NAME, version_base=None)
 def main(cfg: DictConfig) -> None:
-    """Hydra's task: `run`; a `ConfigError` is one line, exit 2; SIGTERM stops it as Ctrl-C does."""
+    """Hydra's task: `run`; a `ConfigError` is one line, exit 2."""
     from cpmobius.engine.config import ConfigError
 
     _restore_hydra_full_error()
-    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         run(cfg)
     except ConfigError as error:
@@ -306,21 +309,35 @@ def _restore_hydra_full_error() -> None:
 def cli(argv: Optional[list[str]] = None) -> int:
     """``python -m cpmobius.main``: short help, ``--cfg job``, or a run through Hydra.
 
+    Hydra's composition errors (an unknown key without ``+``, a missing group option) come back here
+    instead of Hydra's multi-line report, and become one line naming the key. Ctrl-C or SIGTERM at
+    any point is one line (`stop_after_interrupt` once the run started).
+
     Args:
         argv: the arguments (default ``sys.argv[1:]``).
 
-    Hydra's composition errors (an unknown key without ``+``, a missing group option) come back here
-    instead of Hydra's multi-line report, and become one line naming the key. Returns the exit code.
+    Returns:
+        The exit code: 0, 2 (config error), 130 (Ctrl-C) or 143 (SIGTERM).
     """
+    if argv is not None:
+        sys.argv[1:] = argv  # Hydra reads sys.argv
+    argv = sys.argv[1:]
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)  # SIGTERM stops the run as Ctrl-C does
+    try:
+        return _dispatch(argv)
+    except KeyboardInterrupt as interrupt:  # before the run started (`run` handles its own)
+        print("[cpmobius] interrupted while reading the config; nothing ran", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+
+
+def _dispatch(argv: list[str]) -> int:
     from hydra.errors import HydraException
 
     from cpmobius.engine.config import ConfigError
     from cpmobius.engine.known_keys import check_override_keys, describe_hydra_error
     from cpmobius.usage import overrides_from_argv, short_help
 
-    if argv is not None:
-        sys.argv[1:] = argv  # Hydra reads sys.argv
-    argv = sys.argv[1:]
     if "--help" in argv or "-h" in argv:
         print(short_help(overrides_from_argv(argv)))
         return 0
