@@ -2,14 +2,18 @@
 
 With no arguments it runs the embedded default: the toy world (`cpmobius.toy.world`) on this
 machine's CPU through verl, a few steps, one table row per step; nothing is downloaded. Every
-config value is validated before Ray or any worker starts.
+config value and every key the command line sets is validated before Ray or any worker starts
+(a misspelt key is one line naming the nearest valid key, exit 2). ``--help`` is a short help;
+Ctrl-C or SIGTERM stops the run with one line saying where to resume (exit 130 / 143).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from typing import Any
+import threading
+from typing import Any, Optional
 
 import hydra
 from omegaconf import DictConfig
@@ -143,7 +147,10 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     from cpmobius.toy.world import solve
 
     if not ray.is_initialized():
+        ours = signal.getsignal(signal.SIGTERM) is _raise_terminated
         ray.init(**ray_init_kwargs(cfg))
+        if ours:  # ray.init replaced it (its driver exits or aborts with a stack dump): SIGTERM stops the run as Ctrl-C does
+            signal.signal(signal.SIGTERM, _raise_terminated)
     pool, guard = make_resource_pool(cfg), EngineGuard()
     coach = Policy("coach", configs["coach"], pool, guard).start()
     player = Policy("player", configs["player"], pool, guard).start()
@@ -163,7 +170,12 @@ def finished_step(cfg: DictConfig) -> int | None:
 
 
 def run(cfg: DictConfig) -> Any:
-    """`build_loop`, then `fit`. Returns the final `LoopState` (None when there was nothing to do)."""
+    """`build_loop`, then `fit`. Returns the final `LoopState` (None when there was nothing to do).
+
+    Raises:
+        ConfigError: for any bad value, before Ray or a worker starts.
+        SystemExit: 130 after Ctrl-C, 143 after SIGTERM (`stop_after_interrupt`), with one line.
+    """
     settings = load_settings(cfg)
     done = finished_step(cfg)
     if done is not None:
@@ -174,22 +186,79 @@ def run(cfg: DictConfig) -> Any:
             flush=True,
         )
         return None
-    loop = build_loop(cfg, settings=settings)
-    loop.logger = Loggers(make_tracking(cfg), StepTable())
-    state = loop.fit()
-    print(f"[cpmobius] done: {state.step} steps; checkpoints and problem archive in {cfg.trainer.default_local_dir}", flush=True)
-    if "file" in cfg.trainer.logger:
-        from cpmobius.plots import plot_training_dynamics
+    loop, state = None, None
+    try:
+        loop = build_loop(cfg, settings=settings)
+        loop.logger = Loggers(make_tracking(cfg), StepTable())
+        state = loop.fit()
+        print(f"[cpmobius] done: {state.step} steps; checkpoints and problem archive in {cfg.trainer.default_local_dir}", flush=True)
+        if "file" in cfg.trainer.logger:
+            from cpmobius.plots import plot_training_dynamics
 
-        plot = plot_training_dynamics(cfg.trainer.default_local_dir, title=f"CPMöbius: {cfg.trainer.experiment_name} ({cfg.model.name})")
-        print(f"[cpmobius] training dynamics: {plot}", flush=True)
+            plot = plot_training_dynamics(cfg.trainer.default_local_dir, title=f"CPMöbius: {cfg.trainer.experiment_name} ({cfg.model.name})")
+            print(f"[cpmobius] training dynamics: {plot}", flush=True)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM through `Terminated`
+        stop_after_interrupt(cfg, loop, interrupt)
     return state
+
+
+# ---------------------------------------------------------------------------- interrupts
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a cluster's preemption, ``kill``), raised in the main thread as Ctrl-C raises
+    KeyboardInterrupt, so that both stop the run the same way (`stop_after_interrupt`)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def describe_interrupt(cfg: DictConfig, loop: Any) -> str:
+    """The one line printed after an interrupt: the step in progress, the last checkpoint, what to do."""
+    from cpmobius.checkpoint import find_latest_checkpoint
+
+    try:
+        latest = find_latest_checkpoint(cfg.trainer.default_local_dir)
+    except (OSError, ValueError):
+        latest = None
+    where = "before step 1 (while starting)" if loop is None else f"at step {loop.state.step + 1}"
+    if latest is None:
+        return f"[cpmobius] interrupted {where}; no checkpoint yet; run the same command to start again"
+    step = latest.name.rsplit("_", 1)[1]
+    return f"[cpmobius] interrupted {where}; the last checkpoint is step {step}; run the same command to resume"
+
+
+def stop_after_interrupt(cfg: DictConfig, loop: Any, interrupt: BaseException) -> None:
+    """Print `describe_interrupt`'s line, shut Ray and every worker down, exit.
+
+    What is on disk needs nothing: a checkpoint is renamed into place whole (`cpmobius.checkpoint`),
+    so the next run resumes from the last complete one. A second Ctrl-C while shutting down exits at once.
+
+    Raises:
+        SystemExit: 143 after SIGTERM (`Terminated`), 130 after Ctrl-C (128 + the signal's number).
+    """
+    code = 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: os._exit(code))
+    print(describe_interrupt(cfg, loop), file=sys.stderr, flush=True)
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    sys.stdout.flush()
+    raise SystemExit(code)
+
+
+# ---------------------------------------------------------------------------- entry point
 
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name=CONFIG_NAME, version_base=None)
 def main(cfg: DictConfig) -> None:
+    """Hydra's task: `run`; a `ConfigError` is one line, exit 2."""
     from cpmobius.engine.config import ConfigError
 
+    _restore_hydra_full_error()
     try:
         run(cfg)
     except ConfigError as error:
@@ -201,15 +270,23 @@ def print_validated_config(argv: list[str]) -> int:
     """``--cfg job`` (Hydra's flag): compose, validate every key, print the resolved config; no Ray.
 
     Hydra's own ``--cfg`` prints before any of our checks run, so it is handled here first.
-    Returns the process exit code (2 with a message naming the key on a bad value).
+    Returns the process exit code (2 with a message naming the key on a bad value or unknown key).
     """
+    from hydra.errors import HydraException
     from omegaconf import OmegaConf
 
     from cpmobius.engine.config import ConfigError, compose_config
+    from cpmobius.engine.known_keys import check_override_keys, describe_hydra_error
+    from cpmobius.usage import overrides_from_argv
 
-    overrides = [arg for arg in argv if not arg.startswith("-") and arg not in ("job", "all", "hydra")]
+    overrides = overrides_from_argv(argv)
     try:
-        cfg = compose_config(overrides)
+        try:
+            cfg = compose_config(overrides)
+        except HydraException as error:
+            check_override_keys(overrides)  # names an unknown key and the nearest valid one
+            raise ConfigError(describe_hydra_error(error, overrides)) from error
+        check_override_keys(overrides)
         load_settings(cfg)
         build_policy_configs(cfg)
     except ConfigError as error:
@@ -219,7 +296,76 @@ def print_validated_config(argv: list[str]) -> int:
     return 0
 
 
+def _restore_hydra_full_error() -> None:
+    """Undo `cli`'s HYDRA_FULL_ERROR=1 once composition succeeded: the run (and its Ray workers)
+    see the user's own setting, and Hydra reports the task's errors as usual."""
+    previous = os.environ.pop("_CPMOBIUS_HYDRA_FULL_ERROR", None)
+    if previous is None:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+    else:
+        os.environ["HYDRA_FULL_ERROR"] = previous
+
+
+def cli(argv: Optional[list[str]] = None) -> int:
+    """``python -m cpmobius.main``: short help, ``--cfg job``, or a run through Hydra.
+
+    Hydra's composition errors (an unknown key without ``+``, a missing group option) come back here
+    instead of Hydra's multi-line report, and become one line naming the key. Ctrl-C or SIGTERM at
+    any point is one line (`stop_after_interrupt` once the run started).
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0, 2 (config error), 130 (Ctrl-C) or 143 (SIGTERM).
+    """
+    if argv is not None:
+        sys.argv[1:] = argv  # Hydra reads sys.argv
+    argv = sys.argv[1:]
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)  # SIGTERM stops the run as Ctrl-C does
+    try:
+        return _dispatch(argv)
+    except KeyboardInterrupt as interrupt:  # before the run started (`run` handles its own)
+        print("[cpmobius] interrupted while reading the config; nothing ran", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+
+
+def _dispatch(argv: list[str]) -> int:
+    from hydra.errors import HydraException
+
+    from cpmobius.engine.config import ConfigError
+    from cpmobius.engine.known_keys import check_override_keys, describe_hydra_error
+    from cpmobius.usage import overrides_from_argv, short_help
+
+    if "--help" in argv or "-h" in argv:
+        print(short_help(overrides_from_argv(argv)))
+        return 0
+    if "--cfg" in argv or "-c" in argv:
+        return print_validated_config(argv)
+    overrides = overrides_from_argv(argv)
+    if any(line.startswith("+") for line in overrides):  # without "+", Hydra itself rejects an unknown key
+        try:
+            check_override_keys(overrides)
+        except ConfigError as error:
+            print(f"config error: {error}", file=sys.stderr)
+            return 2
+    if "HYDRA_FULL_ERROR" in os.environ:
+        os.environ["_CPMOBIUS_HYDRA_FULL_ERROR"] = os.environ["HYDRA_FULL_ERROR"]
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises composition errors instead of reporting them
+    try:
+        main()
+    except HydraException as error:  # raised before the task ran: the command line does not compose
+        _restore_hydra_full_error()
+        try:
+            check_override_keys(overrides)
+            message = describe_hydra_error(error, overrides)
+        except ConfigError as named:
+            message = str(named)
+        print(f"config error: {message}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    if "--cfg" in sys.argv[1:] or "-c" in sys.argv[1:]:
-        sys.exit(print_validated_config(sys.argv[1:]))
-    main()
+    sys.exit(cli())

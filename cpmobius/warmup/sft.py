@@ -10,6 +10,7 @@ fixes as the policy workers apply, plus a gloo process group for verl's SFT entr
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from datetime import timedelta
@@ -86,13 +87,36 @@ def run_warmup(cfg: Any) -> Path:
                    "-m", "cpmobius.warmup", *sft_overrides(cfg, str(data), output)]
         env = {**os.environ, **worker_env_vars(cfg)}
         with open(output / "sft.log", "w") as log:
-            done = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        if done.returncode != 0 or not tracker.is_file():
-            raise RuntimeError(f"Coach warm-up failed (exit {done.returncode}); see {output / 'sft.log'}")
+            returncode = run_process_group(command, env, log)
+        if returncode != 0 or not tracker.is_file():
+            raise RuntimeError(f"Coach warm-up failed (exit {returncode}); see {output / 'sft.log'}")
     step = tracker.read_text().strip()
     hf_dir = output / f"global_step_{step}" / "huggingface"
     print(f"[cpmobius] Coach warm-up: starting the Coach from {hf_dir}", flush=True)
     return hf_dir
+
+
+def run_process_group(command: list[str], env: dict[str, str], log: Any, grace_s: float = 30.0) -> int:
+    """Run ``command`` in its own process group, output to ``log``; return its exit code.
+
+    On Ctrl-C or SIGTERM in this process (any exception while waiting) the whole group, torchrun and
+    the workers it started, gets SIGTERM (SIGKILL after ``grace_s``) before the exception goes on:
+    `subprocess.run` would kill torchrun alone and leave its worker running.
+    """
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        return process.wait()
+    except BaseException:
+        for signum, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+            try:
+                os.killpg(process.pid, signum)
+                process.wait(timeout=wait_s)
+                break
+            except ProcessLookupError:
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        raise
 
 
 def measure_coach_validity(

@@ -1,0 +1,226 @@
+"""Command-line keys checked against the config tree: a misspelt key is an error, never ignored.
+
+Hydra rejects an unknown key only when it is set without ``+``, and then with a hint to add it with
+``+``, after which the key is composed in and silently read by nothing. `check_override_keys` checks
+every key a command line sets against the config that the same group choices compose to (the
+reference), ``+`` or not, and names the nearest valid key (difflib). The two policy deltas
+``coach.verl`` and ``player.verl`` are shaped like ``actor_rollout_ref``: a key under them is valid
+when verl's ``actor_rollout_ref`` tree has it (``++player.verl.rollout.top_k=5`` is the documented way
+to set any verl key for one policy). A verl node with a ``_target_`` dataclass also knows that
+dataclass's fields (verl reads some its YAML omits). Free-form nodes (None, ``{}``, ``*kwargs``,
+``override_config``, ``custom``) accept any key below them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+from typing import Any, Callable, Optional
+
+from omegaconf import DictConfig, ListConfig
+
+from cpmobius.engine.config import CONFIG_DIR, ConfigError
+
+POLICY_DELTAS = ("coach.verl", "player.verl")
+POLICY_BASE = "actor_rollout_ref"
+# Nodes whose keys are the user's own (verl passes them through to a library or a custom class).
+FREE_FORM_NAMES = ("override_config", "custom", "sync")
+FREE_FORM_SUFFIXES = ("kwargs", "kw_args")
+
+
+def config_groups() -> dict[str, list[str]]:
+    """The project's config groups and their options, read from `CONFIG_DIR` (``{"backend": ["cpu", ...]}``)."""
+    return {
+        group.name: sorted(path.stem for path in group.glob("*.yaml"))
+        for group in sorted(CONFIG_DIR.iterdir())
+        if group.is_dir()
+    }
+
+
+def parse_overrides(overrides: list[str]) -> list[Any]:
+    """Hydra's parsed overrides (`hydra.core.override_parser.types.Override`).
+
+    Raises:
+        ConfigError: for an override Hydra cannot parse, with the override and Hydra's first line.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    parsed = []
+    for line in overrides:
+        try:
+            parsed += parser.parse_overrides([line])
+        except OverrideParseException as error:
+            raise ConfigError(f"{line}: not a valid override ({str(error).splitlines()[0]})") from error
+    return parsed
+
+
+def is_group_override(override: Any) -> bool:
+    """Whether an override picks a config group option (``backend=cpu``), or is Hydra's own (``hydra.run.dir``)."""
+    key = override.key_or_group
+    if key == "hydra" or key.startswith(("hydra.", "hydra/")) or "/" in key or override.package is not None:
+        return True
+    return "." not in key and (key in config_groups() or _is_verl_group(key))
+
+
+def _is_verl_group(name: str) -> bool:
+    from importlib.resources import files
+
+    try:
+        return files("verl.trainer.config").joinpath(name).is_dir()
+    except (ModuleNotFoundError, FileNotFoundError):
+        return False
+
+
+def _is_free_form(name: str, node: Any) -> bool:
+    if node is None or (isinstance(node, DictConfig) and (node._is_none() or len(node) == 0)):
+        return True
+    return name in FREE_FORM_NAMES or name.endswith(FREE_FORM_SUFFIXES)
+
+
+def _child(node: Any, name: str) -> tuple[bool, Any]:
+    """(found, child) of a DictConfig / ListConfig node, without resolving interpolations (a
+    mandatory ``???`` value counts as present)."""
+    if isinstance(node, DictConfig):
+        child = node._get_node(name) if name in node.keys() else None
+        if child is None:
+            return False, None
+        return True, (child if isinstance(child, (DictConfig, ListConfig)) else child._value())
+    if isinstance(node, ListConfig) and name.lstrip("-").isdigit():
+        return True, None  # an item of a list: its value is the user's
+    return False, None
+
+
+@functools.lru_cache(maxsize=None)
+def _target_fields(target: str) -> tuple[str, ...]:
+    """The fields of the dataclass a verl node's ``_target_`` names (verl reads fields its YAML omits,
+    e.g. ``fsdp_config.mixed_precision``, ``rollout.repetition_penalty``); () when it is not one."""
+    try:
+        from hydra.utils import get_class
+
+        cls = get_class(target)
+    except Exception:  # not importable here (an optional backend): only the YAML's keys count
+        return ()
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name != "_target_") if dataclasses.is_dataclass(cls) else ()
+
+
+def _known_names(node: DictConfig) -> list[str]:
+    names = [str(k) for k in node.keys()]
+    target = node._get_node("_target_") if "_target_" in node.keys() else None
+    if target is not None and isinstance(target._value(), str):
+        names += [f for f in _target_fields(target._value()) if f not in names]
+    return names
+
+
+def _nearest(name: str, candidates: list[str]) -> Optional[str]:
+    match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def find_unknown_key(reference: DictConfig, key: str) -> Optional[str]:
+    """Why ``key`` (a dotted path) is not a key of ``reference``, or None when it is.
+
+    A key under ``coach.verl`` / ``player.verl`` is looked up there first, then under
+    ``actor_rollout_ref``. Returns a one-line reason naming the key and the nearest valid one.
+    """
+    parts = key.split(".")
+    root, prefix = reference, []
+    for delta in POLICY_DELTAS:
+        if key.startswith(delta + ".") and _walk(reference, parts) is not None:
+            root, prefix, parts = reference[POLICY_BASE], delta.split("."), parts[len(delta.split(".")):]
+    failure = _walk(root, parts)
+    if failure is None:
+        return None
+    depth, siblings = failure
+    near = _nearest(parts[depth], siblings)
+    if near is not None:
+        suggestion = ".".join(prefix + parts[:depth] + [near] + parts[depth + 1:])
+        return f"{key}: unknown key (did you mean {suggestion}?)"
+    where = ".".join(prefix + parts[:depth]) or "the top level"
+    shown = ", ".join(sorted(siblings)[:12]) + (", ..." if len(siblings) > 12 else "")
+    return f"{key}: unknown key ({where} has: {shown})"
+
+
+def _walk(root: Any, parts: list[str]) -> Optional[tuple[int, list[str]]]:
+    """None when ``parts`` is a path of ``root``; else (index of the first unknown part, its siblings)."""
+    node = root
+    for depth, name in enumerate(parts):
+        found, child = _child(node, name)
+        if not found:
+            known = _known_names(node) if isinstance(node, DictConfig) else []
+            return None if name in known else (depth, known)  # a dataclass field the YAML omits: its value is free
+        if isinstance(child, ListConfig) or _is_free_form(name, child):
+            return None
+        if not isinstance(child, DictConfig) and depth < len(parts) - 1:
+            return depth + 1, []  # a key below a plain value
+        node = child
+    return None
+
+
+def _leaf_keys(key: str, value: Any) -> list[str]:
+    """``key`` itself, and for a dict value every dotted path below it (``a={b: {c: 1}}`` → a, a.b, a.b.c)."""
+    keys = [key]
+    if isinstance(value, dict):
+        for name, sub in value.items():
+            keys += _leaf_keys(f"{key}.{name}", sub)
+    return keys
+
+
+def check_override_keys(overrides: list[str], compose: Optional[Callable[[list[str]], DictConfig]] = None) -> None:
+    """Check that every key the overrides set exists in the config their group choices compose to.
+
+    Args:
+        overrides: Hydra overrides as typed (``["+filtr.quota=4", "backend=cpu"]``).
+        compose: ``overrides -> DictConfig`` (default `cpmobius.engine.config.compose_config`).
+
+    Raises:
+        ConfigError: one line naming the first unknown key and the nearest valid one, an override
+            Hydra cannot parse, or a config group option that does not exist.
+    """
+    from cpmobius.engine.config import compose_config
+
+    compose = compose or compose_config
+    parsed = parse_overrides(overrides)
+    groups = [o for o in parsed if is_group_override(o)]
+    keys = [o for o in parsed if not is_group_override(o) and not o.is_delete()]
+    if not keys:
+        return
+    reference = compose_reference([o.input_line for o in groups], compose)
+    for override in keys:
+        value = override.value() if not override.is_sweep_override() else None
+        for key in _leaf_keys(override.key_or_group, value):
+            reason = find_unknown_key(reference, key)
+            if reason is not None:
+                raise ConfigError(reason)
+
+
+def compose_reference(group_overrides: list[str], compose: Callable[[list[str]], DictConfig]) -> DictConfig:
+    """The config the group choices alone compose to.
+
+    Raises:
+        ConfigError: for a group option that does not exist, listing the options there are.
+    """
+    from hydra.errors import HydraException
+
+    try:
+        return compose(group_overrides)
+    except HydraException as error:
+        raise ConfigError(describe_hydra_error(error, group_overrides)) from error
+
+
+def describe_hydra_error(error: BaseException, overrides: list[str]) -> str:
+    """One line for a Hydra composition error: a missing group option with the options there are,
+    else Hydra's first line."""
+    text = str(error)
+    groups = config_groups()
+    for override in parse_overrides(overrides):
+        options = groups.get(override.key_or_group)
+        if options is not None and f"'{override.key_or_group}/" in text:
+            value = override.value()
+            near = _nearest(str(value), options)
+            hint = f"did you mean {near}? " if near else ""
+            return f"{override.key_or_group}={value}: no such option ({hint}options: {', '.join(options)})"
+    first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
+    return first
