@@ -148,8 +148,7 @@ class CoachPlayerLoop:
             with self.timed("coach"):
                 self.coach.activate()
                 problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
-            if reject_unfit_prompts(problems, self.player, self.settings.player.system_prompt):
-                attempt_rejected = Counter(p.reject_reason for p in problems if not p.valid)
+            attempt_rejected["prompt_too_long"] += reject_unfit_prompts(problems, self.player, self.settings.player.system_prompt)
             candidates += count
             rejected.update(attempt_rejected)
             self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
