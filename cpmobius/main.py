@@ -348,7 +348,7 @@ def _dispatch(argv: list[str]) -> int:
     if "--help" in argv or "-h" in argv:
         print(short_help(overrides_from_argv(argv)))
         return 0
-    if "--cfg" in argv or "-c" in argv:
+    if any(arg == "-c" or arg == "--cfg" or arg.startswith("--cfg=") for arg in argv):
         return print_validated_config(argv)
     overrides = overrides_from_argv(argv)
     if any(line.startswith("+") for line in overrides):  # without "+", Hydra itself rejects an unknown key
