@@ -98,17 +98,16 @@ def make_tracking(cfg: DictConfig) -> Any:
 def prepare_models(cfg: DictConfig, settings: Any) -> None:
     """Build (and cache) the toy models when the config asks for them; real checkpoints are used as given."""
     if cfg.model.get("name") == "tiny":
-        from cpmobius.toy.world import PretrainSpec, materialize_toy_models, write_coach_warmup_data
+        from cpmobius.toy.world import PretrainSpec, materialize_toy_models, toy_models_cached, write_coach_warmup_data
 
-        print("[cpmobius] toy world: building the tiny Coach and Player (pretrained once, about 2 minutes on "
-              f"2 cores; cached in {cfg.model.cache_dir})", flush=True)
-        materialize_toy_models(
-            cfg.model.coach_path,
-            cfg.model.player_path,
-            settings.coach.instruction,
-            tiny_spec=dict(cfg.model.tiny_spec),
-            pretrain_spec=PretrainSpec(**cfg.model.get("pretrain", {})),
-        )
+        models = (cfg.model.coach_path, cfg.model.player_path, settings.coach.instruction)
+        specs = {"tiny_spec": dict(cfg.model.tiny_spec), "pretrain_spec": PretrainSpec(**cfg.model.get("pretrain", {}))}
+        if toy_models_cached(*models, **specs):
+            print(f"[cpmobius] toy world: the tiny Coach and Player loaded from cache ({cfg.model.cache_dir})", flush=True)
+        else:
+            print("[cpmobius] toy world: pretraining the tiny Coach and Player (once: about 2 minutes on 2 cores; "
+                  f"then cached in {cfg.model.cache_dir})", flush=True)
+        materialize_toy_models(*models, **specs, progress=True)
         toy_warmup = cfg.model.get("toy_warmup")
         if toy_warmup is not None and settings.warmup.enabled:
             write_coach_warmup_data(toy_warmup.path, settings.coach.instruction, int(toy_warmup.count), int(toy_warmup.seed))
@@ -143,9 +142,11 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     apply_env_to_driver(cfg)
     import cpmobius.engine.extensions  # noqa: F401  (platform and rollout registered in the driver too)
     from cpmobius.engine.policy import EngineGuard, Policy, make_resource_pool
+    from cpmobius.engine.quiet import quiet_driver
     from cpmobius.loop import CoachPlayerLoop
     from cpmobius.toy.world import solve
 
+    quiet_driver()
     if not ray.is_initialized():
         ours = signal.getsignal(signal.SIGTERM) is _raise_terminated
         ray.init(**ray_init_kwargs(cfg))
@@ -222,7 +223,12 @@ def describe_interrupt(cfg: DictConfig, loop: Any) -> str:
         latest = find_latest_checkpoint(cfg.trainer.default_local_dir)
     except (OSError, ValueError):
         latest = None
-    where = "before step 1 (while starting)" if loop is None else f"at step {loop.state.step + 1}"
+    if loop is None:
+        where = "while starting"
+    elif loop.state.step >= int(cfg.trainer.total_training_steps):
+        where = f"after the last step ({loop.state.step})"
+    else:
+        where = f"at step {loop.state.step + 1}"
     if latest is None:
         return f"[cpmobius] interrupted {where}; no checkpoint yet; run the same command to start again"
     step = latest.name.rsplit("_", 1)[1]
@@ -239,8 +245,9 @@ def stop_after_interrupt(cfg: DictConfig, loop: Any, interrupt: BaseException) -
         SystemExit: 143 after SIGTERM (`Terminated`), 130 after Ctrl-C (128 + the signal's number).
     """
     code = 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: os._exit(code))
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: os._exit(code))
     print(describe_interrupt(cfg, loop), file=sys.stderr, flush=True)
     import ray
 
@@ -341,7 +348,7 @@ def _dispatch(argv: list[str]) -> int:
     if "--help" in argv or "-h" in argv:
         print(short_help(overrides_from_argv(argv)))
         return 0
-    if "--cfg" in argv or "-c" in argv:
+    if any(arg == "-c" or arg == "--cfg" or arg.startswith("--cfg=") for arg in argv):
         return print_validated_config(argv)
     overrides = overrides_from_argv(argv)
     if any(line.startswith("+") for line in overrides):  # without "+", Hydra itself rejects an unknown key

@@ -39,7 +39,7 @@ def overrides_from_argv(argv: list[str]) -> list[str]:
     """The overrides of a command line (``key=value``, ``+key=value``, ``group=option``), without Hydra's
     flags and their values (an override never starts with ``-``)."""
     overrides, skip = [], False
-    for arg in argv:
+    for arg in argv:  # `--cfg=job` is one argument: a flag, no value after it
         if skip and "=" not in arg:  # the flag's value (`--info` takes one optionally)
             skip = False
             continue

@@ -17,11 +17,13 @@ if [ "$target" = gpu ]; then
   exit 0
 fi
 
-if ! python -c "import torch" 2>/dev/null; then
+# torch's version is read from its metadata, never by importing it: numpy is not installed yet, and
+# `import torch` without it warns "Failed to initialize NumPy".
+if ! python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"; then
   python -m pip install "${TORCH_SPEC:-torch==2.13.0}" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 fi
 constraints="$(mktemp)"
 trap 'rm -f "$constraints"' EXIT
-python -c "import torch; print('torch==' + torch.__version__)" > "$constraints"
+python -c "from importlib.metadata import version; print('torch==' + version('torch'))" > "$constraints"
 PIP_CONSTRAINT="$constraints" python -m pip install -e ".[test]"
 python -c "import torch, verl, cpmobius.engine.extensions; print('cpmobius installed: torch', torch.__version__, '| verl', verl.__version__)"

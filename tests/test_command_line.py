@@ -83,6 +83,7 @@ def test_missing_group_option_lists_the_options():
 def test_overrides_are_told_from_hydra_flags():
     argv = ["--cfg", "job", "filter.quota=4", "-m", "+x=1", "--info", "backend=cpu", "-cn", "cpmobius"]
     assert overrides_from_argv(argv) == ["filter.quota=4", "+x=1", "backend=cpu"]
+    assert overrides_from_argv(["--cfg=job", "player.n=4"]) == ["player.n=4"]
 
 
 def _leaf_paths(node: DictConfig, prefix: str = "") -> list[str]:
@@ -116,7 +117,7 @@ def test_every_preset_sets_only_keys_verl_knows(experiment, verl_tree):
     assert not unknown, unknown
 
 
-@pytest.mark.parametrize("args", [["+filtr.quota=4"], ["filtr.quota=4"], ["--cfg", "job", "filtr.quota=4"]])
+@pytest.mark.parametrize("args", [["+filtr.quota=4"], ["filtr.quota=4"], ["--cfg", "job", "filtr.quota=4"], ["--cfg=job", "+filtr.quota=4"]])
 def test_misspelt_key_exits_2_with_one_line_before_anything_starts(tmp_path, args):
     out = tmp_path / "run"
     done = run_main(f"trainer.default_local_dir={out}", *args, cwd=tmp_path)
@@ -133,3 +134,10 @@ def test_help_is_short_and_points_at_the_full_config():
     for needle in ("backend=", "model=", "experiment=", "cpu*", "tiny*", "paper_qwen_1p5b", "--cfg job",
                    "filter.quota=8", "player.n=8", "trainer.default_local_dir=", "exit 130"):
         assert needle in done.stdout, needle
+
+
+def test_cfg_job_prints_the_config_with_valid_verl_keys_set():
+    done = run_main("--cfg", "job", "player.verl.actor.optim.lr=1e-5", "++player.verl.rollout.top_k=5")
+    assert done.returncode == 0, done.stderr[-2000:]
+    cfg = OmegaConf.create(done.stdout)
+    assert cfg.player.verl.actor.optim.lr == pytest.approx(1e-5) and cfg.player.verl.rollout.top_k == 5

@@ -10,7 +10,9 @@ What it holds:
   (`hf_replica` on the driver, `hf_server` the generation actor with `hf_sampling`, `hf_adapter`
   the in-worker weight sync), verl's vLLM rollout with per-policy names (`vllm_rollout`,
   `naming`), stop tokens (`stop_tokens`), the single-turn agent loop (`agent_loop`) and the policy
-  worker (`worker`).
+  worker (`worker`);
+- `known_keys`: command-line keys checked against the config tree (the nearest valid key named);
+  `quiet`: library notices a healthy run does not need, each silenced with the reason.
 
 Engine objects (worker groups, `DataProto`, rollout servers) appear only here; the method's stages
 see token tensors and plain dicts.

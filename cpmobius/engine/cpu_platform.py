@@ -17,6 +17,9 @@ the processes that build a training engine, and only when this platform is activ
    never pins (the data already lives in host memory, so pinning would buy nothing).
 3. verl registers its FSDP engines for devices "cuda" and "npu"; they are registered for "cpu"
    too (an `EngineRegistry` entry, no code change).
+4. verl's training worker pins itself to its GPU's NUMA node through libnuma and NVML; with no GPU
+   that can only fail, printing "Failed to set NUMA affinity" twice per policy. The worker
+   module's reference to `set_numa_affinity` is rebound to a no-op.
 """
 
 from __future__ import annotations
@@ -216,7 +219,7 @@ def is_cpu_platform() -> bool:
 
 @functools.cache
 def install_cpu_engine_fixes() -> bool:
-    """Apply the three CPU fixes of the module docstring in this process, once.
+    """Apply the four CPU fixes of the module docstring in this process, once.
 
     Call it in a process that is about to build a verl training engine (the policy worker does,
     before `init_model`). Does nothing unless the CPU platform is active.
@@ -254,5 +257,7 @@ def install_cpu_engine_fixes() -> bool:
             EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device=PLATFORM_NAME)(
                 engine_cls
             )
-    logger.info("cpmobius: CPU engine fixes installed (gloo backend, unpinned offload, FSDP on cpu)")
+    # 4. No NUMA pinning to a GPU that is not there (only the worker module's binding).
+    engine_workers.set_numa_affinity = _noop
+    logger.info("cpmobius: CPU engine fixes installed (gloo backend, unpinned offload, FSDP on cpu, no NUMA pinning)")
     return True

@@ -8,7 +8,8 @@ Importing this module registers, in the importing process:
   name ``hf``, the in-worker adapter (`hf_adapter`) in verl's rollout-class registry under
   ``("hf", "async")``; both drive the generation server of `hf_server`;
 - verl's vLLM rollout with per-policy server names (`vllm_rollout`), in place of verl's entries;
-- a single-turn agent loop that honours ``rollout.repetition_penalty`` (`agent_loop`).
+- a single-turn agent loop that honours ``rollout.repetition_penalty`` (`agent_loop`);
+- a filter on verl's per-process "Platform override" notice (`quiet`).
 
 verl imports it in every Ray worker when ``VERL_USE_EXTERNAL_MODULES=cpmobius.engine.extensions``
 is set in the workers' environment (`cpmobius.engine.config.worker_env_vars` sets it), from inside
@@ -23,7 +24,10 @@ from verl.workers.rollout.replica import RolloutReplicaRegistry
 
 import cpmobius.engine.agent_loop  # noqa: F401  (registers cpmobius_single_turn)
 import cpmobius.engine.cpu_platform  # noqa: F401  (registers PlatformCPU)
+from cpmobius.engine.quiet import quiet_every_process
 from cpmobius.engine.vllm_rollout import load_policy_vllm_replica  # vllm_rollout imports verl only when asked
+
+quiet_every_process()
 
 
 def load_hf_replica() -> type:

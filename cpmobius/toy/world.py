@@ -16,11 +16,13 @@ import json
 import os
 import random
 import re
+import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
+from tqdm.auto import tqdm
 
 from cpmobius.toy.tiny_models import TINY_SPEC, build_char_tokenizer, build_tiny_qwen2
 
@@ -151,9 +153,14 @@ def _chat_ids(tokenizer: Any, user: str, assistant: str) -> tuple[list[int], int
     return prompt_ids + answer_ids, len(prompt_ids)
 
 
-def pretrain(model: Any, tokenizer: Any, sample: Sampler, steps: int, spec: PretrainSpec) -> list[float]:
+def pretrain(
+    model: Any, tokenizer: Any, sample: Sampler, steps: int, spec: PretrainSpec, progress: Optional[str] = None
+) -> list[float]:
     """Supervised next-token training on (user, assistant) pairs drawn fresh from ``sample`` each
     step, loss on assistant tokens only (on a GPU when there is one; the model is returned on the CPU).
+
+    Args:
+        progress: a label for a progress bar on stderr (steps, loss), or None for none.
 
     Returns:
         The loss of every step (mean over assistant tokens of the batch).
@@ -167,6 +174,9 @@ def pretrain(model: Any, tokenizer: Any, sample: Sampler, steps: int, spec: Pret
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / 50) * max(0.1, 1 - i / max(steps, 1)))
     model.train()
     losses = []
+    # A terminal redraws the bar in place; a log file gets a line every 15 s.
+    bar = tqdm(total=steps, desc=progress, unit="step", disable=progress is None, dynamic_ncols=True,
+               mininterval=0.5 if sys.stderr.isatty() else 15.0)
     for _ in range(steps):
         batch = [_chat_ids(tokenizer, *sample(rng)) for _ in range(spec.batch_size)]
         width = max(len(ids) for ids, _ in batch)
@@ -183,6 +193,10 @@ def pretrain(model: Any, tokenizer: Any, sample: Sampler, steps: int, spec: Pret
         optimizer.step()
         schedule.step()
         losses.append(loss.item())
+        bar.update()
+        if bar.n % 25 == 0:
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+    bar.close()
     torch.set_num_threads(threads)
     model.to("cpu").eval()
     if device.type == "cuda":
@@ -214,37 +228,71 @@ def player_sampler(noise: float, unboxed: float = 0.0) -> Sampler:
     return sample
 
 
+def _toy_record(coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec) -> dict:
+    """What a cached toy model folder must have been built from (its ``cpmobius_toy.json``)."""
+    return {"tiny_spec": dict(tiny_spec or TINY_SPEC), "pretrain": asdict(pretrain_spec), "instruction": coach_instruction}
+
+
+def _is_cached(path: Path, record: dict) -> bool:
+    marker = path / "cpmobius_toy.json"
+    return marker.exists() and json.loads(marker.read_text()) == record
+
+
+def toy_models_cached(
+    coach_path: str | os.PathLike,
+    player_path: str | os.PathLike,
+    coach_instruction: str,
+    tiny_spec: Optional[dict[str, int]] = None,
+    pretrain_spec: PretrainSpec = PretrainSpec(),
+) -> bool:
+    """Whether `materialize_toy_models` with these arguments would only load both models from the cache."""
+    record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
+    return all(_is_cached(Path(path).expanduser(), record) for path in (coach_path, player_path))
+
+
 def materialize_toy_models(
     coach_path: str | os.PathLike,
     player_path: str | os.PathLike,
     coach_instruction: str,
     tiny_spec: Optional[dict[str, int]] = None,
     pretrain_spec: PretrainSpec = PretrainSpec(),
+    progress: bool = False,
 ) -> tuple[Path, Path]:
     """Build, pretrain and save the toy Coach and Player (HF layout), unless cached with the same specs.
 
     The Coach learns arithmetic text (`coach_sampler`); the Player learns problem → ``\\boxed{answer}``
     with slips (`player_sampler`), so that it is right on some samples and wrong on others.
 
+    Args:
+        progress: show a progress bar (stderr) for each model that is pretrained.
+
     Returns:
         ``(coach_path, player_path)``.
     """
-    record = {"tiny_spec": dict(tiny_spec or TINY_SPEC), "pretrain": asdict(pretrain_spec), "instruction": coach_instruction}
+    from transformers.utils import logging as hf_logging
+
+    record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
     jobs = (
-        (Path(coach_path).expanduser(), coach_sampler(coach_instruction, pretrain_spec.coach_corpus), pretrain_spec.coach_steps, 1),
-        (Path(player_path).expanduser(), player_sampler(pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed), pretrain_spec.player_steps, 2),
+        (Path(coach_path).expanduser(), coach_sampler(coach_instruction, pretrain_spec.coach_corpus), pretrain_spec.coach_steps, 1, "Coach"),
+        (Path(player_path).expanduser(), player_sampler(pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed), pretrain_spec.player_steps, 2, "Player"),
     )
-    for path, sample, steps, model_seed in jobs:
-        marker = path / "cpmobius_toy.json"
-        if marker.exists() and json.loads(marker.read_text()) == record:
+    for path, sample, steps, model_seed, role in jobs:
+        if _is_cached(path, record):
             continue
         tokenizer = build_char_tokenizer()
         model = build_tiny_qwen2(tokenizer, tiny_spec, seed=model_seed)
         torch.manual_seed(pretrain_spec.seed + model_seed)
-        losses = pretrain(model, tokenizer, sample, steps, replace(pretrain_spec, seed=pretrain_spec.seed + model_seed))
+        label = f"pretraining the tiny {role}" if progress else None
+        losses = pretrain(model, tokenizer, sample, steps, replace(pretrain_spec, seed=pretrain_spec.seed + model_seed), label)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         tmp.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(tmp)
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # a one-shard "Writing model shards" bar after the pretraining bar says nothing
+        try:
+            model.save_pretrained(tmp)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
         tokenizer.save_pretrained(tmp)
         (tmp / "cpmobius_toy.json").write_text(json.dumps(record))
         (tmp / "pretrain_loss.json").write_text(json.dumps({"first": losses[:5], "last": losses[-5:]}))

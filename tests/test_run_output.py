@@ -1,0 +1,76 @@
+"""What a run prints besides its step table: the toy models say whether they are pretrained (with a
+progress bar) or loaded from the cache; library notices a healthy run does not need are dropped,
+and only those."""
+
+from __future__ import annotations
+
+import logging
+
+from cpmobius.engine.quiet import (
+    RAY_TOKEN_AUTH_LOGGER,
+    TORCH_FX_LOGGER,
+    VERL_PLATFORM_LOGGER,
+    DropMessages,
+    quiet_driver,
+    quiet_every_process,
+)
+
+
+def test_driver_drops_only_the_named_notices(caplog):
+    quiet_every_process()
+    quiet_driver()
+    quiet_driver()  # idempotent: one filter per logger
+    assert sum(isinstance(f, DropMessages) for f in logging.getLogger(TORCH_FX_LOGGER).filters) == 1
+    with caplog.at_level(logging.INFO):
+        logging.getLogger(RAY_TOKEN_AUTH_LOGGER).warning("Token authentication is enabled for this Ray cluster. Set ...")
+        logging.getLogger(RAY_TOKEN_AUTH_LOGGER).warning("Token authentication is disabled for this Ray cluster. Anyone ...")
+        logging.getLogger(TORCH_FX_LOGGER).warning("is_fx_tracing will return true for both fx.symbolic_trace and torch.export.")
+        logging.getLogger(TORCH_FX_LOGGER).warning("another torch.fx warning")
+        logging.getLogger(VERL_PLATFORM_LOGGER).info("Platform override from VERL_PLATFORM: %s", "cpu")
+        logging.getLogger(VERL_PLATFORM_LOGGER).warning("Platform 'cpu' detection failed")
+    assert [r.getMessage().split(".")[0] for r in caplog.records] == [
+        "Token authentication is disabled for this Ray cluster",
+        "another torch",
+        "Platform 'cpu' detection failed",
+    ]
+
+
+def test_policy_worker_silences_verl_checkpoint_info_but_not_its_warnings():
+    from verl.utils.checkpoint import fsdp_checkpoint_manager
+
+    from cpmobius.engine.quiet import quiet_policy_worker
+
+    quiet_policy_worker()
+    logger = logging.getLogger(fsdp_checkpoint_manager.__file__)
+    assert logger is fsdp_checkpoint_manager.logger
+    assert not logger.isEnabledFor(logging.INFO) and logger.isEnabledFor(logging.WARNING)
+
+
+def test_cpu_platform_skips_numa_pinning(monkeypatch):
+    import verl.workers.engine_workers as engine_workers
+    from verl.workers.engine.fsdp import transformer_impl
+
+    from cpmobius.engine import cpu_platform
+
+    monkeypatch.setattr(cpu_platform, "is_cpu_platform", lambda: True)
+    for module, name in ((engine_workers, "initialize_global_process_group_ray"), (engine_workers, "set_numa_affinity"),
+                         (transformer_impl, "CPUOffloadPolicy")):
+        monkeypatch.setattr(module, name, getattr(module, name))  # the fixes' rebindings are undone after the test
+    assert cpu_platform.install_cpu_engine_fixes()
+    assert engine_workers.set_numa_affinity() is None  # no libnuma / NVML call, no "Failed to set NUMA affinity"
+
+
+def test_toy_models_show_pretraining_progress_then_load_from_cache(tmp_path, capsys):
+    from cpmobius.toy.world import PretrainSpec, materialize_toy_models, toy_models_cached
+
+    spec = PretrainSpec(player_steps=3, coach_steps=2, batch_size=2)
+    paths = (tmp_path / "coach", tmp_path / "player", "Generate a valid math problem.")
+    assert not toy_models_cached(*paths, pretrain_spec=spec)
+    materialize_toy_models(*paths, pretrain_spec=spec, progress=True)
+    err = capsys.readouterr().err
+    assert "pretraining the tiny Coach" in err and "pretraining the tiny Player" in err and "3/3" in err
+    assert "Writing model shards" not in err
+    assert toy_models_cached(*paths, pretrain_spec=spec)
+    assert not toy_models_cached(*paths, pretrain_spec=PretrainSpec(player_steps=4, coach_steps=2, batch_size=2))
+    materialize_toy_models(*paths, pretrain_spec=spec, progress=True)
+    assert "pretraining" not in capsys.readouterr().err  # loaded, not trained again
