@@ -1,21 +1,27 @@
-"""The paper's ablation table in miniature, on the toy world: does the Player's validation accuracy rise?
+"""The paper's ablation table in miniature, on the toy world: does the Player's validation accuracy rise,
+and by how much more with the full method than without each of its parts?
 
 Runs ``python -m cpmobius.main`` (the embedded default: toy world, CPU) for several seeds of each
-variant, one fresh run folder each, and prints mean ± sd over seeds of the gain in validation
-accuracy from the start (step 0, before any update) to the end (the last step):
+variant, one fresh run folder each, and prints a markdown table: mean ± standard error over seeds of
+the gain in validation accuracy from the start (step 0, before any update) to the end (the mean of the
+last three steps), and the difference full − variant with its standard error, paired by seed:
 
     variant            | command override
     full               | (none)
     no_coach_update    | coach.update=false
     no_filter          | filter.enabled=false
     no_warmup          | warmup.enabled=false
+    released_reward    | coach.reward=released_uniform   (the released 1.5B script's Coach reward)
 
-The seed is ``actor_rollout_ref.rollout.seed`` (every Coach and Player sample, validation sampling,
-the warm-up's data order); the toy models' pretraining is the same for all runs (cached once).
+The seed is the top-level ``seed`` key: it changes everything a run depends on (the toy models'
+pretraining, the warm-up data and its order, every Coach and Player sample); the validation set is the
+same for every seed. All variants of one seed start from the same pretrained models, so the
+differences are paired by seed. The toy models of each seed are pretrained once, before the runs
+(cached under ``$CPMOBIUS_CACHE/seed<s>/``).
 
 Usage:
-    python benchmarks/bench_toy_learning.py                       # 3 seeds x 4 variants (about 1 h on 2 cores)
-    python benchmarks/bench_toy_learning.py --seeds 0 --variants full no_warmup --out /tmp/bench
+    python benchmarks/bench_toy_learning.py                        # 5 seeds x 4 variants, 2 runs at a time
+    python benchmarks/bench_toy_learning.py --seeds 0 1 --variants full no_filter --jobs 1 --out /tmp/bench
     python benchmarks/bench_toy_learning.py --out /tmp/bench --report-only   # the table of finished runs
 
 A finished run folder is not run again (the driver says so and exits), so an interrupted benchmark
@@ -26,10 +32,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +50,19 @@ VARIANTS = {
     "no_coach_update": ["coach.update=false"],
     "no_filter": ["filter.enabled=false"],
     "no_warmup": ["warmup.enabled=false"],
+    "released_reward": ["coach.reward=released_uniform"],
 }
+DEFAULT_VARIANTS = ["full", "no_coach_update", "no_filter", "no_warmup"]
+
+
+def prepare_seed(seed: int, extra: list[str]) -> None:
+    """Pretrain (or find cached) the toy models and warm-up data of one seed, before its runs start, so
+    that runs of one seed never pretrain into the same folder at the same time."""
+    command = [sys.executable, "-c", "import sys; from cpmobius.engine.config import compose_config; "
+               "from cpmobius.main import prepare_models; from cpmobius.settings import load_settings; "
+               "cfg = compose_config(sys.argv[1:]); prepare_models(cfg, load_settings(cfg))",
+               f"seed={seed}", *extra]
+    subprocess.run(command, cwd=REPO, check=True)
 
 
 def run_one(out: Path, variant: str, seed: int, extra: list[str]) -> tuple[Path, float]:
@@ -50,7 +70,7 @@ def run_one(out: Path, variant: str, seed: int, extra: list[str]) -> tuple[Path,
     run_dir = out / f"{variant}_seed{seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "cpmobius.main", f"trainer.default_local_dir={run_dir}",
-               f"actor_rollout_ref.rollout.seed={seed}", *VARIANTS[variant], *extra]
+               f"seed={seed}", *VARIANTS[variant], *extra]
     started = time.perf_counter()
     with open(run_dir / "bench.log", "a") as log:
         done = subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
@@ -61,59 +81,102 @@ def run_one(out: Path, variant: str, seed: int, extra: list[str]) -> tuple[Path,
 
 
 def summarize_run(run_dir: Path) -> dict[str, float]:
-    """Start and end validation accuracy of one run, and the means over its steps of the filter's numbers."""
+    """Start, end and peak validation accuracy of one run, and the means over its steps of the filter's numbers.
+
+    ``end_last3`` is the mean of the last three steps; ``kept_label_ok_last5`` the kept problems'
+    pseudo-label accuracy over the last five steps (the issue-15 acceptance numbers).
+    """
     steps = read_run_metrics(run_dir)
     xs, accuracy = series(steps, "val/accuracy")
     if not xs or xs[0] != 0 or len(xs) < 2:
         raise ValueError(f"{run_dir}: no validation before and after the steps")
     row = {"start": accuracy[0], "end": accuracy[-1], "gain": accuracy[-1] - accuracy[0], "steps": xs[-1],
-           "end_last3": statistics.fmean(accuracy[-3:]), "gain_last3": statistics.fmean(accuracy[-3:]) - accuracy[0]}
+           "peak": max(accuracy), "end_last3": statistics.fmean(accuracy[-3:]),
+           "gain_last3": statistics.fmean(accuracy[-3:]) - accuracy[0]}
     for key, name in (("pseudo_label/kept_accuracy", "kept_label_ok"), ("coach/valid_frac", "coach_valid"),
-                      ("filter/kept", "kept"), ("player/response_length/mean", "player_len")):
+                      ("filter/kept", "kept"), ("player/response_length/mean", "player_len"),
+                      ("coach/difficulty_mean", "coach_level"), ("filter/attempts", "attempts")):
         values = series(steps, key)[1]
         row[name] = statistics.fmean(values) if values else float("nan")
+    kept_xs, kept_ok = series(steps, "pseudo_label/kept_accuracy")
+    last5 = [v for x, v in zip(kept_xs, kept_ok) if x > xs[-1] - 5]
+    row["kept_label_ok_last5"] = statistics.fmean(last5) if last5 else float("nan")
+    level_xs, levels = series(steps, "coach/difficulty_mean")
+    row["coach_level_first3"] = statistics.fmean(levels[:3]) if levels else float("nan")
+    row["coach_level_last3"] = statistics.fmean(levels[-3:]) if levels else float("nan")
     return row
 
 
-def mean_sd(values: list[float]) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):+.3f} ± {sd:.3f}"
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean (sd / sqrt(n); 0 for a single value)."""
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return statistics.fmean(values), se
+
+
+def acceptance(row: dict[str, float]) -> bool:
+    """Issue 15, per seed: end (mean of the last 3) ≥ 0.8 × peak and ≥ start + 0.25; kept pseudo-label
+    accuracy over the last 5 steps ≥ 0.6."""
+    return (row["end_last3"] >= 0.8 * row["peak"] and row["end_last3"] >= row["start"] + 0.25
+            and row["kept_label_ok_last5"] >= 0.6)
 
 
 def format_table(results: dict[str, list[dict[str, float]]]) -> str:
-    """A markdown table: one row per variant, mean ± sd over seeds."""
+    """A markdown table: one row per variant, mean ± SE over seeds; full − variant paired by seed."""
     lines = [
-        "| variant | seeds | val acc start | val acc end | gain (end − start) | gain (mean of last 3 − start) | kept pseudo-label right | Coach outputs valid |",
-        "|---|---|---|---|---|---|---|---|",
+        "| variant | seeds | val acc start | val acc end (last 3) | gain ± SE | full − variant ± SE | "
+        "kept pseudo-label right | Coach level (first 3 → last 3 steps) | Coach batches per step |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    full = {r["seed"]: r for r in results.get("full", [])}
     for variant, rows in results.items():
         if not rows:
             continue
+        gain, gain_se = mean_se([r["gain_last3"] for r in rows])
+        paired = [full[r["seed"]]["gain_last3"] - r["gain_last3"] for r in rows if r["seed"] in full]
+        if variant == "full" or not paired:
+            difference = "—"
+        else:
+            diff, diff_se = mean_se(paired)
+            difference = f"{diff:+.3f} ± {diff_se:.3f}" + (" (> 2 SE)" if diff > 2 * diff_se else "")
         lines.append(
             f"| {variant} | {len(rows)} | {statistics.fmean(r['start'] for r in rows):.3f} | "
-            f"{statistics.fmean(r['end'] for r in rows):.3f} | {mean_sd([r['gain'] for r in rows])} | "
-            f"{mean_sd([r['gain_last3'] for r in rows])} | {statistics.fmean(r['kept_label_ok'] for r in rows):.2f} | "
-            f"{statistics.fmean(r['coach_valid'] for r in rows):.2f} |"
+            f"{statistics.fmean(r['end_last3'] for r in rows):.3f} | {gain:+.3f} ± {gain_se:.3f} | {difference} | "
+            f"{statistics.fmean(r['kept_label_ok'] for r in rows):.2f} | "
+            f"{statistics.fmean(r['coach_level_first3'] for r in rows):.2f} → {statistics.fmean(r['coach_level_last3'] for r in rows):.2f} | "
+            f"{statistics.fmean(r['attempts'] for r in rows):.1f} |"
         )
     return "\n".join(lines)
 
 
+def format_seeds(rows: list[dict[str, float]]) -> str:
+    """One line per seed of a variant: start, peak, end, kept pseudo-label accuracy, acceptance."""
+    return "\n".join(
+        f"seed {r['seed']}: start {r['start']:.3f} peak {r['peak']:.3f} end(last 3) {r['end_last3']:.3f} "
+        f"kept pseudo-label right (last 5) {r['kept_label_ok_last5']:.2f} -> {'meets' if acceptance(r) else 'misses'} issue 15"
+        for r in rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
+    parser.add_argument("--jobs", type=int, default=2, help="runs at a time (each uses about one core)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "bench_toy_learning")
     parser.add_argument("--report-only", action="store_true", help="print the table of finished runs, run nothing")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (e.g. trainer.total_training_steps=10)")
     args = parser.parse_args()
 
+    if not args.report_only:
+        for seed in args.seeds:
+            prepare_seed(seed, args.overrides)
+        runs = [(variant, seed) for variant in args.variants for seed in args.seeds]
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for (variant, seed), (_, wall_s) in zip(runs, pool.map(lambda vs: run_one(args.out, *vs, args.overrides), runs)):
+                print(f"[bench] {variant} seed {seed}: {wall_s:.0f} s", flush=True)
     results: dict[str, list[dict[str, float]]] = {v: [] for v in args.variants}
     for variant in args.variants:
         for seed in args.seeds:
             run_dir = args.out / f"{variant}_seed{seed}"
-            if not args.report_only:
-                run_dir, wall_s = run_one(args.out, variant, seed, args.overrides)
-                print(f"[bench] {variant} seed {seed}: {wall_s:.0f} s", flush=True)
             if not (run_dir / "metrics.jsonl").is_file():
                 continue
             try:
@@ -122,9 +185,10 @@ def main() -> None:
                 print(f"[bench] {variant} seed {seed}: skipped, {unfinished}", flush=True)
                 continue
             results[variant].append({"seed": seed, **row})
-            print(f"[bench] {variant} seed {seed}: val acc {row['start']:.3f} -> {row['end']:.3f} ({row['gain']:+.3f})", flush=True)
-    (args.out / "results.json").parent.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    if results.get("full"):
+        print(format_seeds(results["full"]))
     print(format_table(results))
 
 

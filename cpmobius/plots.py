@@ -4,7 +4,9 @@ Drawn at the end of `python -m cpmobius.main` (and by ``python -m cpmobius.plots
 the Player's validation accuracy, Δt, the kept fraction and the mean pass rate of the difficulty
 filter, the pseudo-label accuracy (when the ground truth is known, as in the toy world) and the share
 of Coach outputs that were well-formed, the Coach's problem length and the Player's response length
-(the paper reports the trends of the last three). Nothing here computes a metric: every value is read
+(the paper reports the trends of the last three), and where a problem's difficulty is known (the toy
+world) the validation accuracy per difficulty and the mean difficulty of the Coach's problems and of
+the kept ones (the paper's "problem difficulty rises"). Nothing here computes a metric: every value is read
 from the metric keys `cpmobius.metrics` defines.
 """
 
@@ -16,9 +18,12 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-# (metric key, panel title, y label); a panel whose key was never logged says so instead of a line.
+# (metric keys, panel title, y label); a panel whose keys were never logged says so instead of a line; a key
+# ending in "*" stands for every logged key with that prefix (one line each).
 PANELS: tuple[tuple[Sequence[str], str, str], ...] = (
     (("val/accuracy",), "Player validation accuracy", "accuracy"),
+    (("val/accuracy/d*",), "validation accuracy per difficulty", "accuracy"),
+    (("coach/difficulty_mean", "filter/kept_difficulty_mean"), "problem difficulty (Coach's problems, kept)", "mean level"),
     (("val/delta_t",), "Δt (val. accuracy after − before the update)", "Δt"),
     (("filter/kept_frac",), "kept fraction (kept / Player groups)", "fraction"),
     (("filter/pass_rate_mean", "filter/kept_pass_rate_mean"), "mean pass rate (all groups, kept)", "pass rate"),
@@ -75,17 +80,19 @@ def plot_training_dynamics(run_dir: str | Path, out_path: Optional[str | Path] =
     if not steps:
         raise FileNotFoundError(f"no metrics.jsonl rows in {run_dir}")
     out_path = Path(out_path) if out_path is not None else Path(run_dir) / PLOT_NAME
-    fig, axes = plt.subplots(2, 4, figsize=(16, 6.5), sharex=True)
+    fig, axes = plt.subplots(2, 5, figsize=(20, 6.5), sharex=True)
+    logged = sorted({key for metrics in steps.values() for key in metrics})
     for ax, (keys, panel_title, ylabel) in zip(axes.flat, PANELS):
         drawn = False
-        for key, style in zip(keys, ("o-", "s--")):
+        keys = [k for key in keys for k in ([m for m in logged if m.startswith(key[:-1])] if key.endswith("*") else [key])]
+        for key, style in zip(keys, ("o-", "s--", "^-", "v--", "d-", "x--", "+-", "*--")):
             xs, ys = series(steps, key)
             if xs:
                 ax.plot(xs, ys, style, markersize=3, linewidth=1.2, label=key)
                 drawn = True
-        if key == "val/delta_t" and drawn:
+        if "val/delta_t" in keys and drawn:
             ax.axhline(0.0, color="grey", linewidth=0.8)
-        if len(keys) > 1 and drawn:
+        if (len(keys) > 1 or panel_title.endswith("per difficulty")) and drawn:
             ax.legend(fontsize=7)
         if not drawn:
             ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="grey")

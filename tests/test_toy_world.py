@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 INSTRUCTION = CoachSettings().instruction
 
 
-@pytest.mark.parametrize("difficulty", [0, 1, 2, 3])
+@pytest.mark.parametrize("difficulty", range(tw.LEVELS))
 def test_problems_of_each_difficulty_are_solved_by_the_ground_truth(difficulty):
     rng = random.Random(difficulty)
     for _ in range(200):
@@ -106,8 +106,11 @@ def _toy_rows(steps: range, offset: float = 0.0) -> list[tuple[int, dict]]:
         data = {"val/accuracy": 0.2 + 0.01 * step + offset}
         if step:
             data.update({"val/delta_t": 0.01, "filter/kept_frac": 0.5, "filter/pass_rate_mean": 0.4,
-                         "filter/kept_pass_rate_mean": 0.5, "pseudo_label/accuracy": 0.8, "coach/valid_frac": 1.0,
-                         "coach/problem_chars/mean": 15.0, "player/response_length/mean": 12.0})
+                         "filter/kept_pass_rate_mean": 0.5, "pseudo_label/accuracy": 0.8, "pseudo_label/kept_accuracy": 0.8,
+                         "coach/valid_frac": 1.0,
+                         "coach/problem_chars/mean": 15.0, "player/response_length/mean": 12.0,
+                         "coach/difficulty_mean": 0.4 + 0.1 * step, "filter/kept_difficulty_mean": 1.0 + 0.1 * step})
+        data.update({f"val/accuracy/d{level}": min(1.0, 0.1 * step / (level + 1)) for level in range(3)})
         rows.append((step, data))
     return rows
 
@@ -125,7 +128,7 @@ def test_run_metrics_merge_launches_and_the_plot_is_written(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     logged = {key for keys, _, _ in PANELS for key in keys}
     assert {"val/accuracy", "val/delta_t", "filter/kept_frac", "coach/problem_chars/mean",
-            "player/response_length/mean"} <= logged
+            "player/response_length/mean", "val/accuracy/d*", "coach/difficulty_mean", "filter/kept_difficulty_mean"} <= logged
 
 
 def test_plot_without_metrics_raises(tmp_path):
@@ -139,24 +142,89 @@ def test_benchmark_summary_and_table(tmp_path):
     spec.loader.exec_module(bench)
     _write_metrics(tmp_path / "metrics.jsonl", _toy_rows(range(0, 11)))
     row = bench.summarize_run(tmp_path)
-    # start 0.20, end 0.30; last three 0.28, 0.29, 0.30 -> mean 0.29
+    # start 0.20, end 0.30; last three 0.28, 0.29, 0.30 -> mean 0.29; peak 0.30
     assert row["gain"] == pytest.approx(0.10) and row["gain_last3"] == pytest.approx(0.09) and row["steps"] == 10
-    table = bench.format_table({"full": [row, {**row, "gain": 0.14}], "no_filter": []})
-    assert "| full | 2 |" in table and "+0.120 ± 0.028" in table and "no_filter" not in table
+    assert row["peak"] == pytest.approx(0.30) and row["kept_label_ok_last5"] == pytest.approx(0.8)
+    assert row["coach_level_first3"] == pytest.approx(0.6) and row["coach_level_last3"] == pytest.approx(1.3)
+    assert not bench.acceptance(row)  # +0.09 < +0.25
+    assert bench.acceptance({**row, "start": 0.0})
+    # paired by seed: full gains 0.09, 0.14; variant gains 0.09 - 0.05, 0.14 - 0.03 -> differences 0.05, 0.03
+    full = [{**row, "seed": 0}, {**row, "seed": 1, "gain_last3": 0.14}]
+    variant = [{**row, "seed": 0, "gain_last3": 0.04}, {**row, "seed": 1, "gain_last3": 0.11}]
+    table = bench.format_table({"full": full, "no_filter": variant, "no_warmup": []})
+    # gain 0.115 ± sd(0.09, 0.14)/sqrt 2 = 0.0354/1.414 = 0.025; difference 0.04 ± 0.01 (> 2 SE)
+    assert "| full | 2 |" in table and "+0.115 ± 0.025" in table and "+0.040 ± 0.010 (> 2 SE)" in table
+    assert "no_warmup" not in table
 
 
-@pytest.mark.parametrize("difficulty", [0, 1, 2, 3])
+@pytest.mark.parametrize("difficulty", range(tw.LEVELS))
 def test_problem_difficulty_reads_back_the_level_of_a_generated_problem(difficulty):
     rng = random.Random(10 + difficulty)
-    for _ in range(200):
+    for _ in range(100):
         problem = tw.make_problem(rng, difficulty)
-        # level 1 may draw "+", which reads as level 0 (one-digit sums count as 0)
-        assert tw.problem_difficulty(problem.text) == (0 if difficulty == 1 and "+" in problem.text else difficulty)
+        assert tw.problem_difficulty(problem.text) == difficulty
+        assert problem.text.count("(") == difficulty  # the level is the nesting depth
 
 
-@pytest.mark.parametrize("text", ["What is 12 * 3?", "What is 05 + 3?", "12 + 3", "What is 3 * 4 * 5?", "What is 123 + 4?"])
+@pytest.mark.parametrize("text", ["What is 12 * 3?", "What is ((3 + 4)?", "What is (3 + 4) * 2?", "What is 3 + 4 + 5?",
+                                  "What is (((((1 + 1)))))?", "3 + 4", "What is 3 / 4?"])
 def test_problem_difficulty_is_none_outside_the_toy_levels(text):
     assert tw.problem_difficulty(text) is None
+
+
+@pytest.mark.parametrize(("text", "answer"), [("What is ((3 - 8))?", "-5"), ("What is (2 + 3) * 4?", "20"),
+                                              ("What is (3 +) 4?", None), ("What is (3)(4)?", None), ("What is ((3 + 4)?", None)])
+def test_solve_reads_parentheses(text, answer):
+    assert tw.solve(text) == answer
+
+
+def test_natural_levels_fall_off_and_validation_covers_every_level_equally():
+    rng = random.Random(2)
+    counts = Counter(tw.make_problem(rng).difficulty for _ in range(5000))
+    # weights 0.3**d: level 0 about 70 %, level 1 about 21 %, level 2 about 6 %
+    assert 0.66 < counts[0] / 5000 < 0.74 and 0.18 < counts[1] / 5000 < 0.24 and counts[2] > counts[3] > counts[4]
+    levels = Counter(p.difficulty for p in tw.validation_problems(64, 1234))
+    assert sorted(levels) == list(range(tw.LEVELS)) and max(levels.values()) - min(levels.values()) <= 1
+
+
+def test_unboxed_share_grows_with_the_level():
+    # odds 0.4/0.6 = 2/3 at level 0, times 2 per level: 2/3, 4/3, 8/3 -> shares 0.4, 4/7, 8/11
+    assert [round(tw.unboxed_share(d, 0.4, 2.0), 4) for d in range(3)] == [0.4, round(4 / 7, 4), round(8 / 11, 4)]
+    assert tw.unboxed_share(3, 0.0, 2.0) == 0.0 and tw.unboxed_share(3, 0.4) == pytest.approx(0.4)
+    sample = tw.player_sampler(0.0, 0.4, 2.0)
+    rng = random.Random(3)
+    by_level = {}
+    for _ in range(4000):
+        text, target = sample(rng)
+        by_level.setdefault(tw.problem_difficulty(text), []).append("boxed" not in target)
+    assert sorted(by_level) == list(range(tw.LEVELS))  # the Player learns every level equally often
+    shares = [sum(v) / len(v) for _, v in sorted(by_level.items())]
+    assert shares == sorted(shares) and abs(shares[0] - 0.4) < 0.06 and abs(shares[2] - 8 / 11) < 0.06
+
+
+def test_cache_record_holds_the_seed_and_the_code_version(tmp_path):
+    spec = tw.PretrainSpec(seed=5)
+    record = tw._toy_record(INSTRUCTION, None, spec)
+    assert record["pretrain"]["seed"] == 5 and record["code"] == tw.code_version() and len(record["code"]) == 16
+    for name in ("coach", "player"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "cpmobius_toy.json").write_text(json.dumps(record))
+    paths = (tmp_path / "coach", tmp_path / "player", INSTRUCTION)
+    assert tw.toy_models_cached(*paths, pretrain_spec=spec)
+    assert not tw.toy_models_cached(*paths, pretrain_spec=tw.PretrainSpec(seed=6))  # another seed, other weights
+    (tmp_path / "player" / "cpmobius_toy.json").write_text(json.dumps({**record, "code": "0" * 16}))
+    assert not tw.toy_models_cached(*paths, pretrain_spec=spec)  # weights of older code are never reused
+
+
+def test_one_seed_key_drives_pretraining_warmup_data_sampling_and_the_cache_folders():
+    from cpmobius.engine.config import compose_config
+
+    cfg = compose_config(["seed=5"])
+    assert cfg.model.pretrain.seed == 5 and cfg.model.toy_warmup.seed == 5
+    assert cfg.actor_rollout_ref.rollout.seed == 5 and cfg.actor_rollout_ref.actor.data_loader_seed == 5
+    assert cfg.model.coach_path.endswith("seed5/tiny-coach") and cfg.model.player_path.endswith("seed5/tiny-player")
+    assert "seed5" in cfg.model.toy_warmup.path
+    assert cfg.validation.seed == compose_config(["seed=6"]).validation.seed  # the same problems for every seed
 
 
 def test_difficulty_metrics_count_shares_and_wrong_labels_per_level():

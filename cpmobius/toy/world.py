@@ -1,13 +1,19 @@
 """The toy world of the embedded default: integer arithmetic with known answers, tiny Qwen2 models.
 
 A laptop CPU cannot run Qwen2.5-Math, so the default run shrinks the models and the task, never the
-method: the Coach writes arithmetic problems ("What is 12 + 7 * 3?"), the Player answers with
+method: the Coach writes arithmetic problems ("What is ((7 * 3))?"), the Player answers with
 ``\\boxed{...}``, and the real chat-template, rollout, filter, update and validation code paths run
-through verl. A few seconds of in-process pretraining (cached on disk) teach the random-initialised
-tiny models the formats, so the Coach writes well-formed problems and the Player solves a middling
-share of them: the difficulty filter has groups to keep and Δt has something to measure.
+through verl. A minute or two of in-process pretraining (cached on disk) teaches the random-initialised
+tiny models the formats and the answers.
 
-Difficulty knob: the operators, the number of operands and the size of the numbers (`make_problem`).
+Difficulty (`make_problem`, `problem_difficulty`): the nesting depth of the parentheses around a
+one-digit a (+|-|*) b, levels 0 .. LEVELS-1. The Player knows every answer, but the deeper the nesting
+the less often it writes the answer in the graded ``\\boxed{}`` form (`noisy_player_target`): greedy, it
+boxes level 0 only. The difficulty filter keeps the frontier level (deeper levels have too few boxed
+answers to give a pseudo-label, shallower ones are solved every time); majority-vote RL there makes
+boxing likelier at the next level too, so competence at level d+1 comes from training at level d. The
+world's own problems (the Coach's corpus, the warm-up set) are mostly shallow (`NATURAL_LEVEL_DECAY`):
+the initial Coach rarely writes deep problems, and the validation set weighs every level the same.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import os
 import random
 import re
 import sys
+import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -25,13 +32,27 @@ import torch
 from tqdm.auto import tqdm
 
 from cpmobius.toy.tiny_models import TINY_SPEC, build_char_tokenizer, build_tiny_qwen2
-
 OPERATORS = ("+", "-", "*")
+# Levels 0 .. LEVELS-1: a problem of level d is a one-digit a (+|-|*) b wrapped in d pairs of parentheses
+# ("What is 7 - 3?", "What is ((7 - 3))?"): the arithmetic is the same at every level (300 facts a tiny
+# Qwen2 learns reliably), the nesting is what makes a problem "harder" for the Player (see
+# `noisy_player_target`) and what the Coach has to learn to write more of.
+LEVELS = 5
+# How the world's own problems are spread over the levels (the Coach's pretraining corpus, the warm-up
+# set: the toy stand-in for the Eurus problems): level d has weight NATURAL_LEVEL_DECAY**d, so about
+# 70 % are level 0, 21 % level 1, 6 % level 2, 2 % level 3, 0.6 % level 4. The validation set and the
+# Player's pretraining cover every level equally.
+NATURAL_LEVEL_DECAY = 0.3
+
+
+def natural_level(rng: random.Random) -> int:
+    """A level drawn from the world's own spread (`NATURAL_LEVEL_DECAY`)."""
+    return rng.choices(range(LEVELS), weights=[NATURAL_LEVEL_DECAY**d for d in range(LEVELS)])[0]
 
 
 @dataclass(frozen=True)
 class ToyProblem:
-    """One arithmetic problem: its text (as the Coach writes it) and its exact integer answer."""
+    """One arithmetic problem: its text (as the Coach writes it), its exact integer answer, its level."""
 
     text: str
     answer: str
@@ -39,25 +60,21 @@ class ToyProblem:
 
 
 def make_problem(rng: random.Random, difficulty: Optional[int] = None) -> ToyProblem:
-    """A random problem of difficulty 0–3 (a tiny Qwen2 learns 0 and 1 well, 2 and 3 only in part).
-
-    0: a + b, one-digit numbers; 1: a (+|-|*) b, one digit; 2: a two-digit a (+|-) a one-digit b;
-    3: three one-digit operands, + and -.
-    """
-    difficulty = rng.randint(0, 3) if difficulty is None else difficulty
-    operators = ("+",) if difficulty == 0 else OPERATORS if difficulty == 1 else OPERATORS[:2]
-    operands = [rng.randint(10 if difficulty == 2 else 0, 99 if difficulty == 2 else 9)]
-    operands += [rng.randint(0, 9) for _ in range(2 if difficulty == 3 else 1)]
-    expression = str(operands[0])
-    for operand in operands[1:]:
-        expression += f" {rng.choice(operators)} {operand}"
-    return ToyProblem(f"What is {expression}?", str(eval(expression)), difficulty)  # noqa: S307 - digits and + - * only
+    """A random problem of level ``difficulty`` (0 .. LEVELS-1; None: drawn by `natural_level`):
+    a one-digit a (+|-|*) b inside ``difficulty`` pairs of parentheses ("What is ((7 * 3))?" = 21)."""
+    difficulty = natural_level(rng) if difficulty is None else difficulty
+    if not 0 <= difficulty < LEVELS:
+        raise ValueError(f"difficulty must be in 0..{LEVELS - 1}, got {difficulty}")
+    expression = f"{rng.randint(0, 9)} {rng.choice(OPERATORS)} {rng.randint(0, 9)}"
+    answer = str(eval(expression))  # noqa: S307 - digits and + - * only
+    return ToyProblem(f"What is {'(' * difficulty}{expression}{')' * difficulty}?", answer, difficulty)
 
 
 def validation_problems(size: int, seed: int) -> list[ToyProblem]:
-    """A fixed synthetic validation set (the toy world's stand-in for AMC), same seed → same set."""
+    """A fixed synthetic validation set (the toy world's stand-in for AMC), same seed → same set; the
+    levels take turns (0, 1, …, LEVELS-1, 0, …), so every level has the same weight in the accuracy."""
     rng = random.Random(seed)
-    return [make_problem(rng) for _ in range(size)]
+    return [make_problem(rng, i % LEVELS) for i in range(size)]
 
 
 def player_target(problem: ToyProblem) -> str:
@@ -69,17 +86,32 @@ def player_target(problem: ToyProblem) -> str:
 SLIPS = (-2, -1, 1, 2)
 
 
-def noisy_player_target(problem: ToyProblem, rng: random.Random, noise: float, unboxed: float = 0.0) -> str:
-    """`player_target`, except that a share ``noise`` of the answers is off by a slip (`SLIPS`) and a
-    share ``unboxed`` is written as a sentence without ``\\boxed{}`` (which no grader accepts).
+def unboxed_share(level: int, unboxed: float, growth: float = 1.0) -> float:
+    """The share of a level's pretraining answers written without ``\\boxed{}``: ``unboxed`` at level 0,
+    its odds multiplied by ``growth`` for each level up (growth 1: the same share at every level)."""
+    if unboxed <= 0.0 or unboxed >= 1.0:
+        return unboxed
+    odds = unboxed / (1.0 - unboxed) * growth**level
+    return odds / (1.0 + odds)
 
-    A Player pretrained on these knows the easy answers (the true one stays the most likely) but gives
-    them unreliably and often in the wrong format: a majority vote over its boxed answers is right far
-    more often than one sample. That gap is what label-free RL with majority-vote pseudo-labels closes
-    (paper §3; format and consistency are what such RL first teaches a real base model, too).
+
+def noisy_player_target(
+    problem: ToyProblem, rng: random.Random, noise: float, unboxed: float = 0.0, unboxed_growth: float = 1.0
+) -> str:
+    """`player_target`, except that a share ``noise`` of the answers is off by a slip (`SLIPS`) and a
+    share `unboxed_share` (``unboxed`` at level 0, more at higher levels when ``unboxed_growth`` > 1)
+    is written as a sentence without ``\\boxed{}`` (which no grader accepts).
+
+    A Player pretrained on these knows the answers (the true one stays the most likely) but gives them
+    in the graded format less and less reliably as problems get longer: its greedy answer is boxed up
+    to some level and unboxed above it. Majority-vote RL on problems at that frontier (where enough
+    samples are boxed to form a pseudo-label, and not all are) makes boxing more likely everywhere,
+    which moves the frontier up one level: competence at level d+1 comes from training at level d,
+    and problems far above the frontier have no pseudo-label to learn from (paper §3; format and
+    consistency are what such RL first teaches a real base model, too).
     """
     answer = problem.answer if rng.random() >= noise else str(int(problem.answer) + rng.choice(SLIPS))
-    if rng.random() < unboxed:
+    if rng.random() < unboxed_share(problem.difficulty, unboxed, unboxed_growth):
         return f"The answer is {answer}."
     return f"\\boxed{{{answer}}}"
 
@@ -114,7 +146,7 @@ def write_coach_warmup_data(path: str | os.PathLike, instruction: str, count: in
 
     path = Path(path).expanduser()
     marker = path.with_suffix(".json")
-    record = {"instruction": instruction, "count": count, "seed": seed}
+    record = {"instruction": instruction, "count": count, "seed": seed, "code": code_version()}
     if path.is_file() and marker.is_file() and json.loads(marker.read_text()) == record:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,9 +166,11 @@ class PretrainSpec:
     batch_size: int = 32
     lr: float = 3e-3
     seed: int = 0
-    # Share of the Player's pretraining answers that carry a slip, and share written unboxed (`noisy_player_target`).
+    # Share of the Player's pretraining answers that carry a slip, share written unboxed at level 0, and the
+    # factor on the odds of an unboxed answer per level up (`noisy_player_target`).
     player_answer_noise: float = 0.0
     player_unboxed: float = 0.0
+    player_unboxed_growth: float = 1.0
     # "generic": the Coach learns arithmetic in mixed forms from generic prompts (warm-up needed);
     # "problems": it learns the Coach instruction → a question directly (no warm-up needed).
     coach_corpus: str = "problems"
@@ -219,18 +253,45 @@ def coach_sampler(instruction: str, corpus: str) -> Sampler:
     raise ValueError(f"model.pretrain.coach_corpus: 'problems' or 'generic', got {corpus!r}")
 
 
-def player_sampler(noise: float, unboxed: float = 0.0) -> Sampler:
-    """(problem, answer) pairs of the Player's pretraining, with slips and unboxed answers (`noisy_player_target`)."""
+def player_sampler(noise: float, unboxed: float = 0.0, unboxed_growth: float = 1.0) -> Sampler:
+    """(problem, answer) pairs of the Player's pretraining, every level equally often, with slips and
+    unboxed answers (`noisy_player_target`)."""
     def sample(rng: random.Random) -> tuple[str, str]:
-        problem = make_problem(rng)
-        return problem.text, noisy_player_target(problem, rng, noise, unboxed)
+        problem = make_problem(rng, rng.randrange(LEVELS))
+        return problem.text, noisy_player_target(problem, rng, noise, unboxed, unboxed_growth)
 
     return sample
 
 
+def code_version() -> str:
+    """A hash of the code that decides the toy models' weights (this module and `tiny_models`): part of the
+    cache key, so that a change to the world, its corpora or the models never reuses stale weights.
+
+    The hash is of the syntax trees without docstrings, so that editing a comment or a docstring keeps
+    the cache; any change to the code itself (a constant included) makes new weights.
+    """
+    import ast
+    import hashlib
+
+    from cpmobius.toy import tiny_models
+
+    digest = hashlib.sha256()
+    for path in (Path(__file__), Path(tiny_models.__file__)):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+        digest.update(ast.dump(tree).encode())
+    return digest.hexdigest()[:16]
+
+
 def _toy_record(coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec) -> dict:
-    """What a cached toy model folder must have been built from (its ``cpmobius_toy.json``)."""
-    return {"tiny_spec": dict(tiny_spec or TINY_SPEC), "pretrain": asdict(pretrain_spec), "instruction": coach_instruction}
+    """What a cached toy model folder must have been built from (its ``cpmobius_toy.json``): the model
+    sizes, the pretraining spec (seed included), the Coach instruction and the code version."""
+    return {"tiny_spec": dict(tiny_spec or TINY_SPEC), "pretrain": asdict(pretrain_spec), "instruction": coach_instruction,
+            "code": code_version()}
 
 
 def _is_cached(path: Path, record: dict) -> bool:
@@ -274,7 +335,7 @@ def materialize_toy_models(
     record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
     jobs = (
         (Path(coach_path).expanduser(), coach_sampler(coach_instruction, pretrain_spec.coach_corpus), pretrain_spec.coach_steps, 1, "Coach"),
-        (Path(player_path).expanduser(), player_sampler(pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed), pretrain_spec.player_steps, 2, "Player"),
+        (Path(player_path).expanduser(), player_sampler(pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed, pretrain_spec.player_unboxed_growth), pretrain_spec.player_steps, 2, "Player"),
     )
     for path, sample, steps, model_seed, role in jobs:
         if _is_cached(path, record):
@@ -304,41 +365,38 @@ def materialize_toy_models(
     return jobs[0][0], jobs[1][0]
 
 
-_PROBLEM = re.compile(r"^What is ([0-9+\-* ]+)\?$")
+_PROBLEM = re.compile(r"^What is ([0-9+\-*() ]+)\?$")
 
 
 def solve(text: str) -> Optional[str]:
-    """The exact answer of a well-formed toy problem ("What is 3 + 4 * 2?"), or None for any other text.
+    """The exact answer of a well-formed toy problem ("What is 3 + 4 * 2?", "What is ((3 - 8))?"),
+    or None for any other text (other characters, numbers of more than 6 digits, unbalanced or
+    misplaced parentheses).
 
     Used to log pseudo-label accuracy in the toy world, where the truth is known.
     """
     match = _PROBLEM.match(text.strip())
-    if not match or not re.fullmatch(r"\s*\d+(\s*[+\-*]\s*\d+)*\s*", match.group(1)):
+    if not match or not re.fullmatch(r"\s*\d+(\s*[+\-*]\s*\d+)*\s*", re.sub(r"[()]", "", match.group(1))):
         return None
     if any(len(number) > 6 for number in re.findall(r"\d+", match.group(1))):
         return None
     expression = re.sub(r"\d+", lambda m: str(int(m.group())), match.group(1))  # "05" is 5, not a syntax error
-    return str(eval(expression))  # noqa: S307 - digits and + - * only, checked above
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)  # "(3)(4)": 'int' object is not callable
+            return str(eval(expression))  # noqa: S307 - digits, + - * and parentheses only, checked above
+    except (SyntaxError, TypeError):  # "(3 +) 4", "(3)(4)"
+        return None
+
+
+_LEVELLED = re.compile(r"^What is (\(*)(\d \S \d)(\)*)\?$")
 
 
 def problem_difficulty(text: str) -> Optional[int]:
-    """The difficulty (0–3, `make_problem`) of a toy problem text, or None for text outside the toy
-    distribution (not a problem, other operators, other number sizes), for the per-difficulty metrics.
-
-    "What is 3 + 4?" is 0 (difficulty 1 can also write it; one-digit sums count as 0).
+    """The level (`make_problem`) of a toy problem text: the depth of the parentheses around a one-digit
+    a (+|-|*) b; None for any other text (for the per-difficulty metrics).
     """
-    match = _PROBLEM.match(text.strip())
-    if not match or solve(text) is None:
+    match = _LEVELLED.match(text.strip())
+    if not match or len(match.group(1)) != len(match.group(3)) or len(match.group(1)) >= LEVELS:
         return None
-    tokens = match.group(1).split()
-    numbers, operators = tokens[0::2], tokens[1::2]
-    if len(tokens) % 2 == 0 or any(len(n) > 1 and n.startswith("0") for n in numbers):
-        return None
-    sizes = [len(n) for n in numbers]
-    if sizes == [1, 1]:
-        return 0 if operators == ["+"] else 1
-    if sizes == [2, 1] and operators[0] in "+-":
-        return 2
-    if sizes == [1, 1, 1] and all(op in "+-" for op in operators):
-        return 3
-    return None
+    return len(match.group(1)) if match.group(2)[2] in OPERATORS else None
