@@ -216,6 +216,13 @@ def test_cache_record_holds_the_seed_and_the_code_version(tmp_path):
     assert not tw.toy_models_cached(*paths, pretrain_spec=spec)  # weights of older code are never reused
 
 
+def test_code_version_ignores_docstrings_and_comments_but_not_code():
+    source = 'def f():\n    """Doc."""\n    return 1  # one\n'
+    assert tw.source_digest(source) == tw.source_digest('def f():\n    """Other doc."""\n    return 1\n')
+    assert tw.source_digest(source) != tw.source_digest('def f():\n    """Doc."""\n    return 2\n')
+    assert tw.source_digest('"""Module."""\n') == tw.source_digest("")
+
+
 def test_one_seed_key_drives_pretraining_warmup_data_sampling_and_the_cache_folders():
     from cpmobius.engine.config import compose_config
 

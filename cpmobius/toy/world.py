@@ -267,24 +267,30 @@ def code_version() -> str:
     """A hash of the code that decides the toy models' weights (this module and `tiny_models`): part of the
     cache key, so that a change to the world, its corpora or the models never reuses stale weights.
 
-    The hash is of the syntax trees without docstrings, so that editing a comment or a docstring keeps
-    the cache; any change to the code itself (a constant included) makes new weights.
+    The hash is of the syntax trees without docstrings (`source_digest`), so that editing a comment or a
+    docstring keeps the cache; any change to the code itself (a constant included) makes new weights.
     """
-    import ast
     import hashlib
 
     from cpmobius.toy import tiny_models
 
     digest = hashlib.sha256()
     for path in (Path(__file__), Path(tiny_models.__file__)):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            body = getattr(node, "body", None)
-            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                node.body = body[1:] or [ast.Pass()]
-        digest.update(ast.dump(tree).encode())
+        digest.update(source_digest(path.read_text(encoding="utf-8")).encode())
     return digest.hexdigest()[:16]
+
+
+def source_digest(source: str) -> str:
+    """``ast.dump`` of Python source with every docstring removed (comments never reach the tree)."""
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or ([] if isinstance(node, ast.Module) else [ast.Pass()])
+    return ast.dump(tree)
 
 
 def _toy_record(coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec) -> dict:
