@@ -310,7 +310,10 @@ class CoachPlayerLoop:
                 for name, p in (("coach", self.coach), ("player", self.player))
             },
         }
-        return checkpoint.save_checkpoint(self.output_dir, state.step, {"coach": self.coach, "player": self.player}, loop_state, self.cfg)
+        return checkpoint.save_checkpoint(
+            self.output_dir, state.step, {"coach": self.coach, "player": self.player}, loop_state, self.cfg,
+            keep=self.cfg.trainer.get("max_actor_ckpt_to_keep"),
+        )
 
     def try_resume(self) -> bool:
         """Resume from the latest checkpoint when ``trainer.resume_mode`` is auto (or from
