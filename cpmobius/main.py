@@ -113,6 +113,27 @@ def prepare_models(cfg: DictConfig, settings: Any) -> None:
             write_coach_warmup_data(toy_warmup.path, settings.coach.instruction, int(toy_warmup.count), int(toy_warmup.seed))
 
 
+def check_model_folders(cfg: DictConfig) -> None:
+    """A preset of a fetched model (``model.fetch``) whose folder is absent stops here, naming the command.
+
+    Raises:
+        ConfigError: one line with ``python -m cpmobius.models fetch <name>``.
+    """
+    name = cfg.model.get("fetch")
+    if not name:
+        return
+    from pathlib import Path
+
+    from cpmobius.engine.config import ConfigError
+    from cpmobius.models.registry import fetch_command
+
+    for role in ("player", "coach"):
+        path = str(cfg.model.get(f"{role}_path"))
+        if not Path(path).expanduser().is_dir():
+            raise ConfigError(f"model={cfg.model.name}: no model folder at {path} (model.{role}_path); "
+                              f"fetch it first: {fetch_command(name)}")
+
+
 def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any:
     """Validate everything, prepare the models, start Ray and both policies; return the `CoachPlayerLoop`.
 
@@ -128,6 +149,7 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
 
     settings = settings if settings is not None else load_settings(cfg)
     configs = build_policy_configs(cfg)  # every value checked before anything runs
+    check_model_folders(cfg)
     val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
     prepare_models(cfg, settings)
     if cfg.warmup.enabled:
