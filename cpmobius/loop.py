@@ -140,7 +140,7 @@ class CoachPlayerLoop:
         """
         fs, n = self.settings.filter, self.settings.player.n
         kept = KeptProblems([], [], None, None)
-        rejected, all_outcomes, label_correct, kept_correct, archive = Counter(), [], [], [], []
+        rejected, extracted, all_outcomes, label_correct, kept_correct, archive = Counter(), Counter(), [], [], [], []
         candidates = attempts = surplus = 0
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
@@ -151,6 +151,7 @@ class CoachPlayerLoop:
             attempt_rejected["prompt_too_long"] += reject_unfit_prompts(problems, self.player, self.settings.player.system_prompt)
             candidates += count
             rejected.update(attempt_rejected)
+            extracted.update(kind for p in problems for kind in p.extracted)
             self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
             valid = [p for p in problems if p.valid]
             archive += [self._archive_row(attempts, p, None, None) for p in problems if not p.valid]
@@ -176,7 +177,7 @@ class CoachPlayerLoop:
                 kept_correct.append(correct)
                 self._append_kept(kept, problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_batch.select_idxs([problem.coach_row]))
         self._write_archive(archive)
-        step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus)
+        step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus, extracted)
         step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct, kept_correct))
         step_metrics.update(metrics.length_metrics("coach/problem_chars", [len(p.text) for p in kept.problems]))
         for key in ("kept", "groups", "attempts"):
@@ -380,7 +381,8 @@ class CoachPlayerLoop:
         kept.coach_batch = coach_row if kept.coach_batch is None else DataProto.concat([kept.coach_batch, coach_row])
 
     def _archive_row(self, attempt: int, problem: Problem, outcome: Optional[GroupOutcome], label_correct: Optional[bool]) -> dict:
-        row = {"step": self.state.step + 1, "attempt": attempt, "text": problem.text, "valid": problem.valid, "reject_reason": problem.reject_reason}
+        row = {"step": self.state.step + 1, "attempt": attempt, "text": problem.text, "valid": problem.valid, "reject_reason": problem.reject_reason,
+               "extracted": list(problem.extracted)}
         if outcome is not None:
             row.update(pass_rate=outcome.pass_rate, pseudo_label=outcome.pseudo_label, kept=outcome.kept, drop_reason=outcome.drop_reason, pseudo_label_correct=label_correct)
         return row
