@@ -298,7 +298,9 @@ def propose_problems(coach: Any, settings: CoachSettings, count: int) -> tuple[l
     return problems, batch, rejected
 
 
-def reject_unfit_prompts(problems: list[Problem], player: Any, system_prompt: Optional[str]) -> int:
+def reject_unfit_prompts(
+    problems: list[Problem], player: Any, system_prompt: Optional[str], answer_instruction: Optional[str] = None
+) -> int:
     """Reject valid problems whose rendered Player prompt has more tokens than the Player accepts.
 
     # CPMöbius: verl would cut such a prompt from the left (losing the system turn and the start of
@@ -310,6 +312,7 @@ def reject_unfit_prompts(problems: list[Problem], player: Any, system_prompt: Op
         problems: candidates; valid ones whose prompt does not fit get reason "prompt_too_long".
         player: the Player `Policy` (``count_prompt_tokens``, ``max_prompt_tokens``).
         system_prompt: the Player's system turn (``player.system_prompt``).
+        answer_instruction: the Player's answer-format instruction (`cpmobius.prompts.resolve_answer_instruction`).
 
     Returns:
         the number of problems rejected here.
@@ -317,7 +320,7 @@ def reject_unfit_prompts(problems: list[Problem], player: Any, system_prompt: Op
     valid = [p for p in problems if p.valid]
     if not valid:
         return 0
-    counts = player.count_prompt_tokens([player_prompt(p.text, system_prompt) for p in valid])
+    counts = player.count_prompt_tokens([player_prompt(p.text, system_prompt, answer_instruction) for p in valid])
     rejected = 0
     for problem, tokens in zip(valid, counts):
         if tokens > player.max_prompt_tokens:

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from omegaconf import OmegaConf
 from verl import DataProto
 
 from cpmobius import checkpoint, metrics
 from cpmobius.coach import Problem, propose_problems, reject_unfit_prompts
 from cpmobius.difficulty_filter import GroupOutcome, roll_out_and_filter
 from cpmobius.grading import answers_equivalent
+from cpmobius.prompts import resolve_answer_instruction
 from cpmobius.rewards import (
     coach_advantages,
     coach_rewards,
@@ -102,6 +104,16 @@ class CoachPlayerLoop:
         self.output_dir = Path(cfg.trainer.default_local_dir)
         self.val_set = val_set if val_set is not None else load_validation_set(settings.validation)
         self.delta = DeltaTracker(settings.validation.ema_decay)
+        # One Player prompt for rollouts, prompt-length checks and validation (BR-30); the \boxed{}
+        # instruction resolved once from the Player's chat template (player.answer_format).
+        template_kwargs = dict(OmegaConf.select(cfg, "data.apply_chat_template_kwargs", default=None) or {})
+        answer_instruction = resolve_answer_instruction(
+            settings.player.answer_format, getattr(player, "tokenizer", None), settings.player.system_prompt, **template_kwargs
+        )
+        if answer_instruction and settings.player.answer_format == "auto":
+            print(f"[cpmobius] player.answer_format=auto: the Player's chat template does not ask for \\boxed{{}}; "
+                  f"every Player prompt ends with {answer_instruction!r}", flush=True)
+        self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
         self.stage_log: list[str] = []
         self._timings: dict[str, float] = {}
@@ -148,7 +160,7 @@ class CoachPlayerLoop:
             with self.timed("coach"):
                 self.coach.activate()
                 problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
-            attempt_rejected["prompt_too_long"] += reject_unfit_prompts(problems, self.player, self.settings.player.system_prompt)
+            attempt_rejected["prompt_too_long"] += reject_unfit_prompts(problems, self.player, *self.player_prompt_args)
             candidates += count
             rejected.update(attempt_rejected)
             extracted.update(kind for p in problems for kind in p.extracted)
@@ -159,9 +171,7 @@ class CoachPlayerLoop:
                 continue
             with self.timed("difficulty_filter"):
                 self.player.activate()
-                player_batch, outcomes = roll_out_and_filter(
-                    self.player, [p.text for p in valid], n, fs, self.settings.player.system_prompt
-                )
+                player_batch, outcomes = roll_out_and_filter(self.player, [p.text for p in valid], n, fs, *self.player_prompt_args)
             self._count_tokens("player_rollouts", int(player_batch.batch["response_mask"].sum()))
             for index, (problem, outcome) in enumerate(zip(valid, outcomes)):
                 truth = self.ground_truth(problem.text) if self.ground_truth else None
@@ -348,7 +358,7 @@ class CoachPlayerLoop:
 
     def _measure_validation(self) -> Any:
         """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted."""
-        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.settings.player.system_prompt)
+        result = measure_accuracy(self.player, self.val_set, self.settings.validation, *self.player_prompt_args)
         self._count_tokens("validation", result.response_tokens)
         return result
 

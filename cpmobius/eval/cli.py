@@ -6,7 +6,8 @@ r"""Benchmark evaluation CLI: generate, grade, tabulate (stage: evaluation).
 Generate mode, per model: each benchmark's problems (`cpmobius.eval.data`: local copies, parquet or
 the hub) are prompted exactly as the released evaluation (notes/upstream_cpmobius.md §5.1: the
 instruction suffix stripped, the bare problem as the only user turn of the model's own chat
-template), sampled k times with the released protocol (T=0.7, top-p 0.9, repetition penalty 1.05,
+template; `--answer-format auto` appends the \boxed{} instruction only to a template that lacks it, as
+in training), sampled k times with the released protocol (T=0.7, top-p 0.9, repetition penalty 1.05,
 4096 new tokens; k = 32, 32, 10, 5, 5, 5 for AIME24, AIME25, AMC, MATH-500, Minerva, OlympiadBench)
 or greedily (`--greedy`, k = 1 unless `--k` says otherwise), through vLLM when importable, else HF
 transformers (`cpmobius.eval.generation`). Then graded by the project's one grader
@@ -61,6 +62,7 @@ from cpmobius.eval.report import PAPER_RESULTS, markdown_table, paper_model_for,
 from cpmobius.eval.scoring import AVG_BENCHMARKS, DEFAULT_K, GRADERS
 from cpmobius.eval.summary import score_run
 from cpmobius.grading import GradingError
+from cpmobius.prompts import ANSWER_FORMATS
 
 DEFAULT_OUT = "outputs/eval"
 
@@ -205,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     sampling.add_argument("--seed", type=int, default=0, help="sampling seed")
     sampling.add_argument("--system-prompt", default=None,
                           help="an explicit system turn (default: none given, the chat template's own)")
+    sampling.add_argument("--answer-format", default="auto", choices=ANSWER_FORMATS,
+                          help="the \\boxed{} instruction, as player.answer_format in training: auto appends "
+                               "Qwen2.5-Math evaluation's CoT instruction to the user turn iff the chat template "
+                               "lacks \\boxed (Qwen2.5-Math's has it: nothing added, the released prompt); "
+                               "template: never; append: always (default: auto)")
     engine = p.add_argument_group("engine (generate mode)")
     engine.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf"),
                         help="vllm, HF transformers, or auto: vLLM when importable, else HF")
