@@ -117,15 +117,18 @@ def assign_pseudo_labels(
 
 
 def roll_out_and_filter(
-    player: Any, problems: Sequence[str], n: int, settings: FilterSettings, system_prompt: Optional[str] = None
+    player: Any, problems: Sequence[str], n: int, settings: FilterSettings, system_prompt: Optional[str] = None,
+    answer_instruction: Optional[str] = None,
 ) -> tuple[Any, list[GroupOutcome]]:
     """n Player rollouts for each problem, then `assign_pseudo_labels`.
+
+    Prompts are `cpmobius.prompts.player_prompt(problem, system_prompt, answer_instruction)`.
 
     Returns:
         ``(player_batch, outcomes)``: the rollouts (P·n rows, groups contiguous, one uid per group)
         and one outcome per problem. These rollouts are the GRPO training rollouts: nothing is
         generated twice.
     """
-    batch = player.generate([player_prompt(text, system_prompt) for text in problems], n=n)
+    batch = player.generate([player_prompt(text, system_prompt, answer_instruction) for text in problems], n=n)
     texts, truncated = player.decode_responses(batch)
     return batch, assign_pseudo_labels(texts, truncated, n, settings)

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from omegaconf import OmegaConf
 from verl import DataProto
 
 from cpmobius import checkpoint, metrics
 from cpmobius.coach import Problem, propose_problems, reject_unfit_prompts
 from cpmobius.difficulty_filter import GroupOutcome, roll_out_and_filter
 from cpmobius.grading import answers_equivalent
+from cpmobius.prompts import resolve_answer_instruction
 from cpmobius.rewards import (
     coach_advantages,
     coach_rewards,
@@ -102,6 +104,16 @@ class CoachPlayerLoop:
         self.output_dir = Path(cfg.trainer.default_local_dir)
         self.val_set = val_set if val_set is not None else load_validation_set(settings.validation)
         self.delta = DeltaTracker(settings.validation.ema_decay)
+        # One Player prompt for rollouts, prompt-length checks and validation (BR-30); the \boxed{}
+        # instruction resolved once from the Player's chat template (player.answer_format).
+        template_kwargs = dict(OmegaConf.select(cfg, "data.apply_chat_template_kwargs", default=None) or {})
+        answer_instruction = resolve_answer_instruction(
+            settings.player.answer_format, getattr(player, "tokenizer", None), settings.player.system_prompt, **template_kwargs
+        )
+        if answer_instruction and settings.player.answer_format == "auto":
+            print(f"[cpmobius] player.answer_format=auto: the Player's chat template does not ask for \\boxed{{}}; "
+                  f"every Player prompt ends with {answer_instruction!r}", flush=True)
+        self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
         self.stage_log: list[str] = []
         self._timings: dict[str, float] = {}
@@ -140,7 +152,7 @@ class CoachPlayerLoop:
         """
         fs, n = self.settings.filter, self.settings.player.n
         kept = KeptProblems([], [], None, None)
-        rejected, all_outcomes, label_correct, kept_correct, archive = Counter(), [], [], [], []
+        rejected, extracted, all_outcomes, label_correct, kept_correct, archive = Counter(), Counter(), [], [], [], []
         candidates = attempts = surplus = 0
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
@@ -148,9 +160,10 @@ class CoachPlayerLoop:
             with self.timed("coach"):
                 self.coach.activate()
                 problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
-            attempt_rejected["prompt_too_long"] += reject_unfit_prompts(problems, self.player, self.settings.player.system_prompt)
+            attempt_rejected["prompt_too_long"] += reject_unfit_prompts(problems, self.player, *self.player_prompt_args)
             candidates += count
             rejected.update(attempt_rejected)
+            extracted.update(kind for p in problems for kind in p.extracted)
             self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
             valid = [p for p in problems if p.valid]
             archive += [self._archive_row(attempts, p, None, None) for p in problems if not p.valid]
@@ -158,9 +171,7 @@ class CoachPlayerLoop:
                 continue
             with self.timed("difficulty_filter"):
                 self.player.activate()
-                player_batch, outcomes = roll_out_and_filter(
-                    self.player, [p.text for p in valid], n, fs, self.settings.player.system_prompt
-                )
+                player_batch, outcomes = roll_out_and_filter(self.player, [p.text for p in valid], n, fs, *self.player_prompt_args)
             self._count_tokens("player_rollouts", int(player_batch.batch["response_mask"].sum()))
             for index, (problem, outcome) in enumerate(zip(valid, outcomes)):
                 truth = self.ground_truth(problem.text) if self.ground_truth else None
@@ -176,7 +187,7 @@ class CoachPlayerLoop:
                 kept_correct.append(correct)
                 self._append_kept(kept, problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_batch.select_idxs([problem.coach_row]))
         self._write_archive(archive)
-        step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus)
+        step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus, extracted)
         step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct, kept_correct))
         step_metrics.update(metrics.length_metrics("coach/problem_chars", [len(p.text) for p in kept.problems]))
         for key in ("kept", "groups", "attempts"):
@@ -350,7 +361,7 @@ class CoachPlayerLoop:
 
     def _measure_validation(self) -> Any:
         """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted."""
-        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.settings.player.system_prompt)
+        result = measure_accuracy(self.player, self.val_set, self.settings.validation, *self.player_prompt_args)
         self._count_tokens("validation", result.response_tokens)
         return result
 
@@ -383,7 +394,8 @@ class CoachPlayerLoop:
         kept.coach_batch = coach_row if kept.coach_batch is None else DataProto.concat([kept.coach_batch, coach_row])
 
     def _archive_row(self, attempt: int, problem: Problem, outcome: Optional[GroupOutcome], label_correct: Optional[bool]) -> dict:
-        row = {"step": self.state.step + 1, "attempt": attempt, "text": problem.text, "valid": problem.valid, "reject_reason": problem.reject_reason}
+        row = {"step": self.state.step + 1, "attempt": attempt, "text": problem.text, "valid": problem.valid, "reject_reason": problem.reject_reason,
+               "extracted": list(problem.extracted)}
         if outcome is not None:
             row.update(pass_rate=outcome.pass_rate, pseudo_label=outcome.pseudo_label, kept=outcome.kept, drop_reason=outcome.drop_reason, pseudo_label_correct=label_correct)
         return row

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.config import ConfigError
+from cpmobius.prompts import ANSWER_FORMATS
 
 COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
@@ -73,10 +74,16 @@ class PlayerSettings:
     # A system message for every Player prompt (training and validation alike), or None for the chat
     # template's own default (Qwen2.5-Math inserts "Please reason step by step, ... \boxed{}.").
     system_prompt: Optional[str] = None
+    # The \boxed{} answer instruction (cpmobius/prompts.py): "auto" appends Qwen2.5-Math evaluation's CoT
+    # instruction to the user turn iff the rendered chat template lacks "\boxed"; "template" never (released);
+    # "append" always. Training, Δt validation and `python -m cpmobius.eval --answer-format` alike.
+    answer_format: str = "auto"
     rollback: Any = None
 
     def __post_init__(self) -> None:
         _require(self.n >= 2, "player.n", "a group needs at least 2 rollouts")
+        _require(self.answer_format in ANSWER_FORMATS, "player.answer_format",
+                 f"must be one of {ANSWER_FORMATS}, got {self.answer_format!r}")
         if not isinstance(self.rollback, RollbackSettings):
             self.rollback = RollbackSettings(**(self.rollback or {}))
 
