@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, Optional
 
-from cpmobius.coach_text import extract_problem, is_refusal, is_worked_solution
+from cpmobius.coach_text import asks_user, extract_problem, is_refusal, is_worked_solution
 from cpmobius.prompts import coach_prompt, player_prompt
 from cpmobius.settings import CoachSettings
 
 # Why a candidate was rejected; each is counted as coach/rejected/<reason>.
 REJECT_REASONS = (
-    "empty", "truncated", "refusal", "over_long", "no_question", "chatter", "several_problems", "leaks_answer",
+    "empty", "truncated", "refusal", "asks_user", "over_long", "no_question", "chatter", "several_problems", "leaks_answer",
     "worked_solution", "needs_figure", "duplicate", "prompt_too_long",
 )
 # What a chat Coach wraps its problem in, cut off before validation; each counted as coach/extracted/<kind>.
@@ -191,7 +191,8 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
 
     Returns:
         One of "empty", "truncated", "refusal" (`cpmobius.coach_text.is_refusal`: "I'm sorry, but as an
-        AI ..."), "over_long", "no_question", "chatter", "several_problems", "leaks_answer" (public case
+        AI ..."), "asks_user" (`cpmobius.coach_text.asks_user`: "What type of math problem are you
+        looking for?"), "over_long", "no_question", "chatter", "several_problems", "leaks_answer" (public case
         BR-40: a problem that states or boxes its own answer), "worked_solution"
         (`cpmobius.coach_text.is_worked_solution`: the problem followed by its solution), "needs_figure"
         (`needs_figure`: it depends on a figure the Player never sees), or None. The first that applies,
@@ -205,6 +206,9 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
     if is_refusal(stripped):
         # CPMöbius: issue 16, a refusal ending with "?" passed as a problem and cost n rollouts.
         return "refusal"
+    if asks_user(stripped):
+        # CPMöbius: "What type of math problem are you looking for?" is a question, not a problem.
+        return "asks_user"
     if len(stripped) > settings.max_problem_chars:
         return "over_long"
     if _LEAK.search(stripped):
@@ -242,7 +246,7 @@ def read_problem(response: str, truncated: bool, settings: CoachSettings) -> Pro
     # CPMöbius: the released code uses every Coach response verbatim.
     extraction = extract_problem(response)
     reason = find_problem_fault(response, truncated, settings)
-    if reason not in ("empty", "truncated", "refusal"):  # the rest is judged on the problem, not its wrapping
+    if reason not in ("empty", "truncated", "refusal", "asks_user"):  # the rest is judged on the problem, not its wrapping
         reason = find_problem_fault(extraction.text, False, settings) if extraction.text else "chatter"
     return Problem(text=extraction.text or response.strip(), coach_row=0, reject_reason=reason,
                    extracted=extraction.removed)

@@ -72,6 +72,22 @@ _REFUSAL = re.compile(
     r"(?:generate|create|provide|help|assist|do|write|comply|fulfil+|answer|produce|give|complete|make)\b",
     re.IGNORECASE,
 )
+# Asking the user back instead of writing a problem (recorded from Qwen2.5-Coder-0.5B-Instruct at the
+# Coach's T=0.9: "Could you please provide me with a specific math problem that you'd like me to
+# generate?", "What type of math problem are you looking for?", "Please provide the problem
+# description so that I can create a valid one."). Each names the task itself (a problem, details, a
+# topic), so that a problem's own "Please provide your answer as a fraction." is not matched.
+_TASK_NOUN = r"(?:(?:a|the|some|more|any|your)\s+)?(?:(?:specific|more|particular|math(?:ematical|s)?|valid)\s+){0,3}" \
+    r"(?:problems?|questions?|details?|topics?|information|description|context|type|kind|requirements?|instructions?)\b"
+_ASKS_USER = re.compile(
+    r"\b(?:(?:could|would|can|will)\s+you\s+(?:please\s+)?|please\s+)"
+    r"(?:provide|give|tell|share|specify|clarify|describe|send)\s+(?:me\s+)?(?:with\s+)?" + _TASK_NOUN
+    + r"|\b(?:what|which)\s+(?:type|kind|sort|level|topic|area|difficulty)s?\s+of\s+(?:(?:math(?:ematical|s)?|word)\s+)?"
+    r"(?:problems?|questions?|exercises?)\s+(?:are|would|do|did|should)\s+you\b"
+    r"|\byou(?:'d|\u2019d|\s+would)\s+like\s+me\s+to\s+(?:generate|create|write|make|come\s+up|help|provide)\b"
+    r"|\b(?:problems?|questions?)\s+(?:are|were)\s+you\s+looking\s+for\b",
+    re.IGNORECASE,
+)
 # A worked solution: a sentence that starts solving ("To solve this, we", "Let's calculate",
 # "Step 1:", "Therefore, the sum ...") ...
 _SOLVING = re.compile(
@@ -161,6 +177,16 @@ def is_refusal(text: str) -> bool:
     passed as a problem).
     """
     return bool(_REFUSAL.search(text))
+
+
+def asks_user(text: str) -> bool:
+    """Whether the response asks the user for the problem (or its kind) instead of writing one.
+
+    Checked on the whole response, like a refusal: "Sure! What type of math problem are you looking
+    for?" ends with "?" and would pass as a problem (4 of 16 responses of Qwen2.5-Coder-0.5B-Instruct
+    as Coach, recorded on a CPU at T=0.9, asked back).
+    """
+    return bool(_ASKS_USER.search(text))
 
 
 def is_worked_solution(text: str) -> bool:

@@ -192,3 +192,42 @@ def test_the_readme_defines_every_reject_reason_and_extraction_kind():
     assert all(reason in row for reason in REJECT_REASONS)
     row = next(line for line in readme.splitlines() if line.startswith("| `coach/extracted/<kind>`"))
     assert all(kind in row for kind in EXTRACTED_KINDS)
+
+
+# Recorded from Qwen2.5-Coder-0.5B-Instruct as Coach ("Generate a valid math problem.", T=0.9, CPU,
+# 2026-12-01): 4 of the first 8 responses asked the user back instead of writing a problem; 2 passed
+# as valid problems before `asks_user` existed.
+ASKS_BACK = [
+    "Sure! Could you please provide me with a specific math problem that you'd like me to generate?",
+    "Sure! What type of math problem are you looking for?",
+    "Sure, I'd be happy to generate a mathematical problem for you. Please provide the problem description so "
+    "that I can create a valid one.",
+    "Sure! Please provide me with a problem you'd like me to help you generate.",
+    "Which kind of problems would you like? Could you give me more details?",
+]
+# Problems that talk to the solver in the same words, and stay problems.
+ASKS_THE_SOLVER = [
+    "A rectangle has perimeter 20 and area 24. What are its side lengths? Please provide your answer as an ordered pair.",
+    "Could you tell how many positive divisors 360 has?",
+    "What kind of triangle has sides 3, 4 and 5?",
+    "Tom is looking for a number whose square is 144. What number is he looking for?",
+]
+
+
+@pytest.mark.parametrize("text", ASKS_BACK)
+def test_asking_the_user_back_is_rejected(text):
+    assert read_problem(text, False, CoachSettings()).reject_reason == "asks_user"
+
+
+@pytest.mark.parametrize("text", ASKS_THE_SOLVER)
+def test_problems_addressing_the_solver_are_not_asking_back(text):
+    assert read_problem(text, False, CoachSettings()).reject_reason is None
+
+
+def test_a_recorded_preamble_with_a_quoted_problem_and_closing_remark_is_extracted():
+    response = ("Sure, here's a math problem for you:\n\n\"How many unique paths of length 5 using the characters "
+                "'a', 'b', and 'c'?\"\n\nThis problem requires generating all unique sequences of length 5 that use "
+                "the characters 'a', 'b', and 'c', where each character can be used only once.")
+    read = read_problem(response, False, CoachSettings())
+    assert read.reject_reason is None and read.extracted == ("preamble", "closing")
+    assert read.text == "How many unique paths of length 5 using the characters 'a', 'b', and 'c'?"
