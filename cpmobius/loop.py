@@ -9,7 +9,6 @@ before the loop, runs the steps, logs, archives every generated problem, and che
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from verl import DataProto
 
 from cpmobius import checkpoint, metrics
 from cpmobius.coach import Problem, propose_problems, reject_unfit_prompts
-from cpmobius.difficulty_filter import GroupOutcome, roll_out_and_filter
+from cpmobius.difficulty_filter import GroupOutcome, candidates_per_attempt, roll_out_and_filter
 from cpmobius.grading import answers_equivalent
 from cpmobius.prompts import resolve_answer_instruction
 from cpmobius.rewards import (
@@ -156,7 +155,7 @@ class CoachPlayerLoop:
         candidates = attempts = surplus = 0
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
-            count = math.ceil((fs.quota - len(kept)) * fs.oversample)
+            count = candidates_per_attempt(fs.quota - len(kept), fs, self.state.filter_totals)
             with self.timed("coach"):
                 self.coach.activate()
                 problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
@@ -190,8 +189,11 @@ class CoachPlayerLoop:
         step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus, extracted)
         step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct, kept_correct))
         step_metrics.update(metrics.length_metrics("coach/problem_chars", [len(p.text) for p in kept.problems]))
+        totals = self.state.filter_totals
         for key in ("kept", "groups", "attempts"):
-            self.state.filter_totals[key] = self.state.filter_totals.get(key, 0) + int(step_metrics[f"filter/{key}"])
+            totals[key] = totals.get(key, 0) + int(step_metrics[f"filter/{key}"])
+        totals["candidates"] = totals.get("candidates", 0) + candidates
+        totals["accepted"] = totals.get("accepted", 0) + len(kept) + surplus
         if len(kept) < fs.quota:
             if fs.on_shortfall == "error":
                 raise QuotaNotMetError(
