@@ -8,8 +8,10 @@ PyPI the file is skipped, saying so.
 
 SmolLM2-135M writes fluent English and never boxes an answer, so no group of its rollouts would get a
 pseudo-label: the loop test reads the last number of an unboxed response as its answer (a stand-in
-for a model that boxes, `boxed_last_number`) so that the step reaches the update, Δt and the Coach
-update. Nothing else is replaced.
+for a model that boxes, `boxed_last_number`) and the Coach is asked to pass on a short arithmetic question (to the default
+instruction it mostly answers or chats, and its Player's replies to the rest run past any short
+length limit), so that the step reaches the update, Δt and the Coach update. Nothing else is
+replaced: the Coach's output is generated, validated and voted on as in any run.
 """
 
 from __future__ import annotations
@@ -99,7 +101,11 @@ def loop(smollm2, tmp_path_factory):
         f"model={PRESET}", "backend=cpu",
         f"model.player_path={smollm2}", f"model.coach_path={smollm2}",
         f"trainer.default_local_dir={tmp_path_factory.mktemp('run')}", "trainer.logger=[]",
-        "data.max_prompt_length=192", "data.max_response_length=48",
+        "data.max_prompt_length=192", "data.max_response_length=48", "player.verl.rollout.response_length=96",
+        # A 135M model asked for "a valid math problem" mostly answers or chats (rejected), and its Player
+        # rambles past any short length limit about the rest (truncated rollouts never vote): the Coach
+        # is asked to pass on a question its Player can answer in a few tokens.
+        "coach.instruction='Repeat this question exactly: What is 5 + 3?'", "coach.verl.rollout.temperature=0.3",
         "player.n=2", "player.system_prompt='Answer with the final number only.'",
         "player.verl.rollout.temperature=0.2",
         "filter.quota=1", "filter.oversample=3", "filter.max_attempts=2", "filter.band_low=0.0", "filter.band_high=1.0",
