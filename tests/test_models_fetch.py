@@ -47,7 +47,7 @@ def no_converter(monkeypatch):
     """Failures must come before any conversion: converting is an error here."""
     import cpmobius.models.convert as convert
 
-    monkeypatch.setattr(convert, "ensure_converter_packages", lambda say=print: None)
+    monkeypatch.setattr(convert, "ensure_converter_packages", lambda *args, **kwargs: None)
 
     def refuse(*args, **kwargs):
         raise AssertionError("conversion must not start")
@@ -69,6 +69,8 @@ def test_parts_from_wheels_blobs_whole_file_or_chunks_assemble_to_the_same_check
     chunks.mkdir()
     for i in range(0, len(WHOLE), 100):
         (chunks / f"x.a{chr(ord('a') + i // 100)}").write_bytes(WHOLE[i:i + 100])
+    for folder in (blobs, chunks):  # the gguf package's wheel carried beside the parts is not a part
+        (folder / "gguf-0.19.0-py3-none-any.whl").write_bytes(b"PK")
     for k, folder in enumerate((wheels, blobs, whole, chunks)):
         out = fetch.assemble_gguf(spec, fetch.part_sources(spec, folder), tmp_path / "out" / f"{k}.gguf")
         assert out.read_bytes() == WHOLE, folder.name
@@ -172,3 +174,24 @@ def test_a_run_on_an_absent_preset_folder_stops_before_anything_starts(tmp_path,
         build_loop(cfg)  # would start Ray after the check: it must not get there
     message = str(raised.value)
     assert "\n" not in message and message.endswith("fetch it first: python -m cpmobius.models fetch qwen2.5-coder-0.5b")
+
+
+# params as loaded (billions); per policy on the GPU: fp32 weights 4 B + grads 4 B (+ Adam 8 B unless
+# offloaded) + the frozen reference in bf16 2 B per parameter; one vLLM engine awake with its share.
+# 0.5B: 2 × 0.63 × 18 = 22.7 GB + 0.4 × 80 = 32 GB → 54.7 GB; 1.5B: 2 × 1.78 × 10 = 35.6 + 32 → 67.6 GB.
+@pytest.mark.parametrize(("preset", "params_b", "optimizer_offload", "utilization", "expected_gb"), [
+    ("qwen2p5_coder_0p5b", 0.63, False, 0.4, 54.7),
+    ("qwen2p5_coder_1p5b", 1.78, True, 0.4, 67.6),
+    ("smollm2_135m", 0.135, False, 0.3, 28.9),
+])
+def test_a_real_model_preset_fits_both_policies_on_one_80gb_gpu(preset, params_b, optimizer_offload, utilization, expected_gb):
+    from cpmobius.engine.config import build_policy_configs, compose_config
+
+    configs = build_policy_configs(compose_config(["backend=vllm", f"model={preset}"]))
+    for pcfg in configs.values():
+        rollout, fsdp = pcfg.actor_rollout_ref.rollout, pcfg.actor_rollout_ref.actor.fsdp_config
+        assert (rollout.gpu_memory_utilization, rollout.free_cache_engine) == (utilization, True)
+        assert (fsdp.param_offload, fsdp.optimizer_offload) == (False, optimizer_offload)
+    per_param_bytes = 4 + 4 + (0 if optimizer_offload else 8) + 2
+    total_gb = 2 * params_b * per_param_bytes + utilization * 80
+    assert total_gb == pytest.approx(expected_gb, abs=0.1) and total_gb < 72  # 8 GB left for activations

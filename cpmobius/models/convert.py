@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from cpmobius.models.registry import ModelError, ModelSpec, print_line
+from cpmobius.models.registry import DownloadError, ModelError, ModelSpec, print_line
 
 # What reading a GGUF file needs beyond the default install (the `models` extra pins the same).
 CONVERTER_PACKAGES = {"gguf": "gguf==0.19.0", "accelerate": "accelerate>=1.0"}
@@ -40,22 +40,28 @@ MARKER = "cpmobius_model.json"
 PROBE_TEXTS = ("What is 12+35? Put the final answer in \\boxed{}.", "  x² − 3·x = 1\n\tdone<|im_end|>\n")
 
 
-def ensure_converter_packages(say: Callable[[str], None] = print_line) -> None:
+def ensure_converter_packages(say: Callable[[str], None] = print_line, wheel_dir: Optional[Path] = None) -> None:
     """Install ``gguf`` / ``accelerate`` into this environment when missing, saying so in one line.
 
+    ``wheel_dir``: a folder that may hold their wheels (a machine without network); pip then installs
+    from it alone.
+
     Raises:
-        ModelError: when pip cannot install them (no network: carry the wheels, see the message).
+        DownloadError: when pip cannot install them (no network: carry the wheels, see the message).
     """
-    missing = [spec for module, spec in CONVERTER_PACKAGES.items() if importlib.util.find_spec(module) is None]
-    if not missing:
+    modules = [module for module in CONVERTER_PACKAGES if importlib.util.find_spec(module) is None]
+    if not modules:
         return
+    missing = [CONVERTER_PACKAGES[module] for module in modules]
     say(f"[cpmobius] installing {' '.join(missing)} to read GGUF files "
         "(once; `pip install -e '.[models]'` installs them up front)")
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing], capture_output=True, text=True)
+    local = wheel_dir is not None and all(any(Path(wheel_dir).glob(f"{module}-*.whl")) for module in modules)
+    offline = ["--no-index", "--find-links", str(wheel_dir)] if local else []
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *offline, *missing], capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise ModelError(f"cannot install {' '.join(missing)} ({last}); without a network, carry the wheel "
-                         "(`pip download --no-deps gguf==0.19.0`) and `pip install` it")
+        raise DownloadError(f"cannot install {' '.join(missing)} ({last}); without a network, put its wheel "
+                         "(`pip download --no-deps gguf==0.19.0`) in the --from-wheels folder or `pip install` it")
     importlib.invalidate_caches()
     try:  # transformers caches "is gguf available" per process
         from transformers.utils import import_utils

