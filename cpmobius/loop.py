@@ -83,6 +83,8 @@ class CoachPlayerLoop:
         ground_truth: optional function problem text → true answer or None (the toy world), for
             ``pseudo_label/*`` metrics (compared with the project's grader).
         val_set: the validation set, when already loaded (the driver loads it before starting Ray).
+        difficulty_of: optional function problem text → difficulty level or None, for the per-difficulty
+            metrics (`metrics.difficulty_metrics`); the toy world's classifier when validating on "toy".
     """
 
     def __init__(
@@ -94,12 +96,16 @@ class CoachPlayerLoop:
         logger: Any = None,
         ground_truth: Any = None,
         val_set: Any = None,
+        difficulty_of: Any = None,
     ):
         self.cfg = cfg
         self.settings = settings
         self.coach, self.player = coach, player
         self.logger = logger
         self.ground_truth = ground_truth
+        if difficulty_of is None and settings.validation.dataset == "toy":
+            from cpmobius.toy.world import problem_difficulty as difficulty_of
+        self.difficulty_of = difficulty_of
         self.output_dir = Path(cfg.trainer.default_local_dir)
         self.val_set = val_set if val_set is not None else load_validation_set(settings.validation)
         self.delta = DeltaTracker(settings.validation.ema_decay)
@@ -152,6 +158,7 @@ class CoachPlayerLoop:
         fs, n = self.settings.filter, self.settings.player.n
         kept = KeptProblems([], [], None, None)
         rejected, extracted, all_outcomes, label_correct, kept_correct, archive = Counter(), Counter(), [], [], [], []
+        levels: list[Optional[int]] = []  # of every well-formed problem (difficulty_of)
         candidates = attempts = surplus = 0
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
@@ -165,6 +172,7 @@ class CoachPlayerLoop:
             extracted.update(kind for p in problems for kind in p.extracted)
             self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
             valid = [p for p in problems if p.valid]
+            levels += [self.difficulty_of(p.text) for p in valid] if self.difficulty_of else []
             archive += [self._archive_row(attempts, p, None, None) for p in problems if not p.valid]
             if not valid:
                 continue
@@ -189,6 +197,9 @@ class CoachPlayerLoop:
         step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus, extracted)
         step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct, kept_correct))
         step_metrics.update(metrics.length_metrics("coach/problem_chars", [len(p.text) for p in kept.problems]))
+        if self.difficulty_of is not None:
+            kept_levels = [self.difficulty_of(p.text) for p in kept.problems]
+            step_metrics.update(metrics.difficulty_metrics(levels, kept_levels, kept_correct))
         totals = self.state.filter_totals
         for key in ("kept", "groups", "attempts"):
             totals[key] = totals.get(key, 0) + int(step_metrics[f"filter/{key}"])
@@ -232,6 +243,7 @@ class CoachPlayerLoop:
             "val/response_length_mean": result.mean_response_tokens,
             **{f"val/sampling/{key}": value for key, value in result.sampling.items()},
             **{f"val/grade/{status}": count for status, count in result.grade_counts.items()},
+            **self._accuracy_by_level(result),
         }
 
     def update_coach(self, kept: KeptProblems, delta_t: float) -> dict[str, float]:
@@ -300,7 +312,7 @@ class CoachPlayerLoop:
                 # Released code: the running best starts at V₀; the initial Player is the first best.
                 self.state.best_val = result.accuracy
                 checkpoint.save_best_policy(self.output_dir / "best_player", self.player, result.accuracy, 0)
-            self._log({"val/accuracy": result.accuracy, **self._timing_metrics()}, step=0)
+            self._log({"val/accuracy": result.accuracy, **self._accuracy_by_level(result), **self._timing_metrics()}, step=0)
         while self.state.step < total:
             started = time.perf_counter()
             step_metrics = self.step()
@@ -366,6 +378,11 @@ class CoachPlayerLoop:
         result = measure_accuracy(self.player, self.val_set, self.settings.validation, *self.player_prompt_args)
         self._count_tokens("validation", result.response_tokens)
         return result
+
+    def _accuracy_by_level(self, result: Any) -> dict[str, float]:
+        if self.difficulty_of is None:
+            return {}
+        return metrics.accuracy_by_level([self.difficulty_of(p) for p in self.val_set.problems], result.correct_per_problem)
 
     def _timing_metrics(self) -> dict[str, float]:
         return {f"timing_s/{stage}": seconds for stage, seconds in self._timings.items()}

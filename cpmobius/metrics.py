@@ -89,3 +89,49 @@ def prefixed(metrics: dict[str, float], prefix: str) -> dict[str, float]:
 
 def length_metrics(prefix: str, lengths: Sequence[float]) -> dict[str, float]:
     return {f"{prefix}/mean": _mean(lengths), f"{prefix}/max": float(max(lengths)) if len(lengths) else 0.0}
+
+
+def difficulty_metrics(
+    candidate_levels: Sequence[Optional[int]], kept_levels: Sequence[Optional[int]], kept_correct: Sequence[Optional[bool]]
+) -> dict[str, float]:
+    """Per-difficulty view of one step, where a problem's difficulty is known (the toy world).
+
+    Args:
+        candidate_levels: the difficulty of every well-formed Coach problem of the step (None: outside the known levels).
+        kept_levels: the same for the problems the step trains on.
+        kept_correct: per kept problem, whether its pseudo-label is the true answer (None: unknown).
+
+    Returns:
+        ``coach/difficulty/d<k>`` and ``coach/difficulty/other`` (shares of the well-formed problems),
+        ``coach/difficulty_mean`` (over known levels), ``filter/kept_difficulty/d<k>`` (shares of the kept
+        problems), ``filter/kept_difficulty_mean``, and ``pseudo_label/kept_wrong/d<k>``: the share of kept
+        problems of level k whose pseudo-label is wrong (only for levels with a kept problem).
+    """
+    levels = sorted({level for level in [*candidate_levels, *kept_levels] if level is not None})
+    result: dict[str, float] = {}
+    if candidate_levels:
+        for level in levels:
+            result[f"coach/difficulty/d{level}"] = sum(lv == level for lv in candidate_levels) / len(candidate_levels)
+        result["coach/difficulty/other"] = sum(lv is None for lv in candidate_levels) / len(candidate_levels)
+        known = [lv for lv in candidate_levels if lv is not None]
+        if known:
+            result["coach/difficulty_mean"] = _mean(known)
+    if kept_levels:
+        for level in levels:
+            result[f"filter/kept_difficulty/d{level}"] = sum(lv == level for lv in kept_levels) / len(kept_levels)
+        known = [lv for lv in kept_levels if lv is not None]
+        if known:
+            result["filter/kept_difficulty_mean"] = _mean(known)
+    for level in levels:
+        verdicts = [c for lv, c in zip(kept_levels, kept_correct) if lv == level and c is not None]
+        if verdicts:
+            result[f"pseudo_label/kept_wrong/d{level}"] = 1.0 - _mean([float(c) for c in verdicts])
+    return result
+
+
+def accuracy_by_level(levels: Sequence[Optional[int]], scores: Sequence[float]) -> dict[str, float]:
+    """``val/accuracy/d<k>``: the validation accuracy over the problems of each known difficulty."""
+    result = {}
+    for level in sorted({lv for lv in levels if lv is not None}):
+        result[f"val/accuracy/d{level}"] = _mean([s for lv, s in zip(levels, scores) if lv == level])
+    return result

@@ -143,3 +143,32 @@ def test_benchmark_summary_and_table(tmp_path):
     assert row["gain"] == pytest.approx(0.10) and row["gain_last3"] == pytest.approx(0.09) and row["steps"] == 10
     table = bench.format_table({"full": [row, {**row, "gain": 0.14}], "no_filter": []})
     assert "| full | 2 |" in table and "+0.120 ± 0.028" in table and "no_filter" not in table
+
+
+@pytest.mark.parametrize("difficulty", [0, 1, 2, 3])
+def test_problem_difficulty_reads_back_the_level_of_a_generated_problem(difficulty):
+    rng = random.Random(10 + difficulty)
+    for _ in range(200):
+        problem = tw.make_problem(rng, difficulty)
+        # level 1 may draw "+", which reads as level 0 (one-digit sums count as 0)
+        assert tw.problem_difficulty(problem.text) == (0 if difficulty == 1 and "+" in problem.text else difficulty)
+
+
+@pytest.mark.parametrize("text", ["What is 12 * 3?", "What is 05 + 3?", "12 + 3", "What is 3 * 4 * 5?", "What is 123 + 4?"])
+def test_problem_difficulty_is_none_outside_the_toy_levels(text):
+    assert tw.problem_difficulty(text) is None
+
+
+def test_difficulty_metrics_count_shares_and_wrong_labels_per_level():
+    from cpmobius.metrics import accuracy_by_level, difficulty_metrics
+
+    # candidates: levels 0, 0, 1, 3, other; kept: 0 (right), 1 (wrong), 3 (unknown truth)
+    result = difficulty_metrics([0, 0, 1, 3, None], [0, 1, 3], [True, False, None])
+    assert result["coach/difficulty/d0"] == 0.4 and result["coach/difficulty/other"] == 0.2
+    assert result["coach/difficulty_mean"] == 1.0  # (0 + 0 + 1 + 3) / 4
+    assert result["filter/kept_difficulty/d1"] == pytest.approx(1 / 3)
+    assert result["filter/kept_difficulty_mean"] == pytest.approx(4 / 3)
+    assert result["pseudo_label/kept_wrong/d0"] == 0.0 and result["pseudo_label/kept_wrong/d1"] == 1.0
+    assert "pseudo_label/kept_wrong/d3" not in result  # no truth, no made-up share
+    assert difficulty_metrics([], [], []) == {}
+    assert accuracy_by_level([0, 1, 1, None], [1.0, 0.0, 1.0, 1.0]) == {"val/accuracy/d0": 1.0, "val/accuracy/d1": 0.5}

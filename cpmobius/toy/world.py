@@ -319,3 +319,26 @@ def solve(text: str) -> Optional[str]:
         return None
     expression = re.sub(r"\d+", lambda m: str(int(m.group())), match.group(1))  # "05" is 5, not a syntax error
     return str(eval(expression))  # noqa: S307 - digits and + - * only, checked above
+
+
+def problem_difficulty(text: str) -> Optional[int]:
+    """The difficulty (0–3, `make_problem`) of a toy problem text, or None for text outside the toy
+    distribution (not a problem, other operators, other number sizes), for the per-difficulty metrics.
+
+    "What is 3 + 4?" is 0 (difficulty 1 can also write it; one-digit sums count as 0).
+    """
+    match = _PROBLEM.match(text.strip())
+    if not match or solve(text) is None:
+        return None
+    tokens = match.group(1).split()
+    numbers, operators = tokens[0::2], tokens[1::2]
+    if len(tokens) % 2 == 0 or any(len(n) > 1 and n.startswith("0") for n in numbers):
+        return None
+    sizes = [len(n) for n in numbers]
+    if sizes == [1, 1]:
+        return 0 if operators == ["+"] else 1
+    if sizes == [2, 1] and operators[0] in "+-":
+        return 2
+    if sizes == [1, 1, 1] and all(op in "+-" for op in operators):
+        return 3
+    return None
