@@ -122,9 +122,9 @@ def loop(smollm2, tmp_path_factory):
         f"model={PRESET}", "backend=cpu",
         f"model.player_path={smollm2}", f"model.coach_path={smollm2}",
         f"trainer.default_local_dir={tmp_path_factory.mktemp('run')}", "trainer.logger=[]",
-        "data.max_prompt_length=192", "data.max_response_length=48",
+        "data.max_prompt_length=192", "data.max_response_length=32",
         "player.n=2", "filter.quota=1", "filter.oversample=3", "filter.max_attempts=1",
-        "filter.band_low=0.0", "filter.band_high=1.0", "validation.size=4",
+        "filter.band_low=0.0", "filter.band_high=1.0", "validation.size=2",
     ])
     stand_ins = StandIns(loop_module.propose_problems, difficulty_filter.assign_pseudo_labels)
     patch = pytest.MonkeyPatch()
