@@ -108,8 +108,10 @@ finish)
     echo "trained evaluation: exit $? in $(( $(date +%s) - t )) s"
   fi
   echo "peak GPU memory in use: $(sort -n $WORK/gpu_mem.csv | tail -1) MiB"
+  python3 -m cpmobius.run_report $WORK/run --problems 10 --out $WORK/run_report.md && cp $WORK/run_report.md "$OUT/"
+  for d in eval_base eval_trained; do [ -f $WORK/$d/results.md ] && cp $WORK/$d/results.md "$OUT/$d.md"; done
   (cd $WORK && tar czf "$OUT/real_run.tar.gz" --exclude='*/global_step_*' --exclude='*/best_player' --exclude='*.safetensors' \
-     --exclude='completions.jsonl' train.log eval_*.log merge.log gpu_mem.csv run eval_base eval_trained 2>/dev/null)
+     --exclude='completions.jsonl' train.log eval_*.log merge.log gpu_mem.csv run_report.md run eval_base eval_trained 2>/dev/null)
   ls -l "$OUT"; show_steps ;;
 
 *) echo "usage: $0 stage FILE... | start | poll [SECONDS] | finish"; exit 2 ;;
