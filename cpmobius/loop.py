@@ -84,7 +84,7 @@ class CoachPlayerLoop:
             ``pseudo_label/*`` metrics (compared with the project's grader).
         val_set: the validation set, when already loaded (the driver loads it before starting Ray).
         difficulty_of: optional function problem text → difficulty level or None, for the per-difficulty
-            metrics (`metrics.difficulty_metrics`); the toy world's classifier when validating on "toy".
+            metrics (`metrics.difficulty_metrics`; the driver passes the toy world's classifier).
     """
 
     def __init__(
@@ -103,8 +103,6 @@ class CoachPlayerLoop:
         self.coach, self.player = coach, player
         self.logger = logger
         self.ground_truth = ground_truth
-        if difficulty_of is None and settings.validation.dataset == "toy":
-            from cpmobius.toy.world import problem_difficulty as difficulty_of
         self.difficulty_of = difficulty_of
         self.output_dir = Path(cfg.trainer.default_local_dir)
         self.val_set = val_set if val_set is not None else load_validation_set(settings.validation)

@@ -166,7 +166,7 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     from cpmobius.engine.policy import EngineGuard, Policy, make_resource_pool
     from cpmobius.engine.quiet import quiet_driver
     from cpmobius.loop import CoachPlayerLoop
-    from cpmobius.toy.world import solve
+    from cpmobius.toy.world import problem_difficulty, solve
 
     quiet_driver()
     if not ray.is_initialized():
@@ -177,8 +177,9 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     pool, guard = make_resource_pool(cfg), EngineGuard()
     coach = Policy("coach", configs["coach"], pool, guard).start()
     player = Policy("player", configs["player"], pool, guard).start()
-    ground_truth = solve if settings.validation.dataset == "toy" else None
-    return CoachPlayerLoop(cfg, settings, coach, player, logger, ground_truth, val_set=val_set)
+    toy = settings.validation.dataset == "toy"
+    return CoachPlayerLoop(cfg, settings, coach, player, logger, solve if toy else None, val_set=val_set,
+                           difficulty_of=problem_difficulty if toy else None)
 
 
 def finished_step(cfg: DictConfig) -> int | None:
