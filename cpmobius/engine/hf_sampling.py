@@ -102,7 +102,7 @@ class SeededSampler:
     def __init__(self, seeds: list[int], vectorised: Optional[bool] = None) -> None:
         self.seeds = list(seeds)
         self.vectorised = vectorised  # None: by the logits' device (vectorised off the CPU)
-        self.generators = [torch.Generator().manual_seed(seed) for seed in self.seeds]
+        self.generators: Optional[list[torch.Generator]] = None  # the CPU path's, made on its first draw
         self.step = 0
         self._seed_tensor: Optional[torch.Tensor] = None
 
@@ -114,6 +114,8 @@ class SeededSampler:
             noise = counter_gumbel(self._seed_tensor, self.step, scores.shape[-1])
             chosen = (scores.double() + noise).argmax(dim=-1, keepdim=True)
         else:
+            if self.generators is None:
+                self.generators = [torch.Generator().manual_seed(seed) for seed in self.seeds]
             probs = torch.softmax(scores.float(), dim=-1).cpu()
             chosen = torch.stack([torch.multinomial(probs[r], 1, generator=g) for r, g in enumerate(self.generators)])
         self.step += 1
