@@ -15,10 +15,11 @@
 #   last call                                   bash scripts/device/real_model_run.sh finish
 #
 # `start` installs vLLM, assembles and converts the model (python -m cpmobius.models convert), then
-# starts in the background (setsid, so they outlive the call) the training loop and the evaluation
-# of the base model; `poll` waits, printing the step table as it grows; `finish` stops the loop if it
-# still runs, merges the last Player checkpoint into a HF folder (verl's model merger), evaluates it
-# with the same settings as the base, and packs logs, metrics, problem archive and result tables
+# starts in the background (setsid, so they outlive the call) one pipeline — the training loop, then
+# the merge of its last Player checkpoint into a HF folder (verl's model merger), then that model's
+# evaluation with the same settings as the base — and, beside it, the evaluation of the base model;
+# `poll` waits, printing the step table as it grows; `finish` packs logs, metrics, problem archive,
+# result tables and the evaluations' completions (scored here if the GPU machine did not finish)
 # into $OUT/real_run.tar.gz. Knobs (environment): MODEL (cpmobius.models name), PRESET (model=...),
 # STEPS, VAL_SET / VAL_SIZE (the Δt validation set: MATH-500's first 100 by default, since the base
 # model's AMC accuracy, ~5 %, makes Δt on 83 problems mostly noise), RUN_ARGS (more Hydra overrides),
@@ -45,6 +46,7 @@ show_steps() {  # the step table as the driver prints it, and the last lines of 
   [ -f $WORK/train.log ] || { echo "no training log yet"; return; }
   grep -E "^ *(step|[0-9]+) " $WORK/train.log | tail -25
   echo "--- last lines of the training log:"; tail -n 6 $WORK/train.log
+  [ -f $WORK/pipeline.log ] && { echo "--- pipeline:"; cat $WORK/pipeline.log; }
   for f in $WORK/eval_*.log; do [ -f "$f" ] && { echo "--- $f:"; tail -n 4 "$f"; }; done
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
 }
@@ -73,49 +75,59 @@ start)
   base=$(python3 -m cpmobius.models path "$MODEL") || exit 5
   rm -f $WORK/model.gguf
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 1000 > $WORK/gpu_mem.csv 2>/dev/null &
-  # The loop first (its engines size their KV cache from what is free when they start), then the base
-  # model's evaluation beside it, on a small share of the GPU.
-  # shellcheck disable=SC2086
-  setsid nohup python3 -m cpmobius.main model=$PRESET backend=vllm trainer.total_training_steps=$STEPS \
-    trainer.default_local_dir=$WORK/run trainer.save_freq=2 trainer.max_actor_ckpt_to_keep=1 \
-    validation.dataset=${VAL_SET:-math500} validation.size=${VAL_SIZE:-100} validation.data_dir=$WORK/data \
-    ${RUN_ARGS:-} > $WORK/train.log 2>&1 < /dev/null &
+  # One background pipeline (setsid: it outlives this call): the loop, then the merge of its last Player
+  # checkpoint and the trained model's evaluation, so no call boundary decides what gets measured. The
+  # base model's evaluation runs beside the loop on a small share of the GPU (the loop's engines size
+  # their KV cache from what is free when they start, so it starts 20 s later).
+  setsid nohup bash "$0" pipeline > $WORK/pipeline.log 2>&1 < /dev/null &
   sleep 20
   # shellcheck disable=SC2086
   setsid nohup python3 -m cpmobius.eval --model "$base" --label base --gpu-memory-utilization 0.15 \
-    --data-dir $WORK/data --out $WORK/eval_base $EVAL_ARGS > $WORK/eval_base.log 2>&1 < /dev/null &
-  echo "started at $(date +%T): training loop ($STEPS steps) and base evaluation; $(( $(date +%s) - start )) s"
+    --data-dir $WORK/data/eval --out $WORK/eval_base $EVAL_ARGS > $WORK/eval_base.log 2>&1 < /dev/null &
+  echo "started at $(date +%T): training loop ($STEPS steps) → merge → trained evaluation, and base evaluation; $(( $(date +%s) - start )) s"
   sleep 30; show_steps ;;
+
+pipeline)  # started by `start`; not meant to be called by hand
+  env_setup
+  t=$(date +%s)
+  # shellcheck disable=SC2086
+  python3 -m cpmobius.main model=$PRESET backend=vllm trainer.total_training_steps=$STEPS \
+    trainer.default_local_dir=$WORK/run trainer.save_freq=2 trainer.max_actor_ckpt_to_keep=1 \
+    validation.dataset=${VAL_SET:-math500} validation.size=${VAL_SIZE:-100} validation.data_dir=$WORK/data \
+    ${RUN_ARGS:-} > $WORK/train.log 2>&1 < /dev/null
+  echo "loop: exit $? in $(( $(date +%s) - t )) s"
+  step=$(cat $WORK/run/latest_checkpointed_iteration.txt 2>/dev/null)
+  [ -n "$step" ] || { echo "no Player checkpoint to evaluate"; exit 1; }
+  t=$(date +%s)
+  python3 -m verl.model_merger merge --backend fsdp --local_dir $WORK/run/global_step_$step/player \
+    --target_dir $WORK/hf_player > $WORK/merge.log 2>&1 || { echo "merge failed: $WORK/merge.log"; exit 1; }
+  echo "merged step $step: $(( $(date +%s) - t )) s"
+  t=$(date +%s)
+  # shellcheck disable=SC2086
+  python3 -m cpmobius.eval --model $WORK/hf_player --label "trained-step$step" --gpu-memory-utilization 0.5 \
+    --data-dir $WORK/data/eval --out $WORK/eval_trained $EVAL_ARGS > $WORK/eval_trained.log 2>&1
+  echo "trained evaluation: exit $? in $(( $(date +%s) - t )) s" ;;
 
 poll)
   env_setup
   end=$(( $(date +%s) + ${2:-540} ))
   while [ "$(date +%s)" -lt $end ]; do
-    grep -q "\[cpmobius\] done\|Traceback\|Error" $WORK/train.log 2>/dev/null && break
+    grep -q "trained evaluation: exit\|no Player checkpoint\|merge failed" $WORK/pipeline.log 2>/dev/null && break
     sleep 15
   done
   show_steps ;;
 
-finish)
+finish)  # collect what there is; the loop is stopped first if it still runs (its last checkpoint is evaluated
+         # only by the pipeline, so call `finish` once `poll` shows "trained evaluation: exit")
   env_setup
-  pkill -TERM -f "cpmobius.main" && sleep 20
-  t=$(date +%s)
-  step=$(cat $WORK/run/latest_checkpointed_iteration.txt 2>/dev/null)
-  if [ -n "$step" ]; then
-    python3 -m verl.model_merger merge --backend fsdp --local_dir $WORK/run/global_step_$step/player \
-      --target_dir $WORK/hf_player > $WORK/merge.log 2>&1 && echo "merged step $step: $(( $(date +%s) - t )) s"
-    while pgrep -f "cpmobius.eval --model .* --label base" >/dev/null; do sleep 5; done
-    t=$(date +%s)
-    # shellcheck disable=SC2086
-    python3 -m cpmobius.eval --model $WORK/hf_player --label "trained-step$step" --gpu-memory-utilization 0.5 \
-      --data-dir $WORK/data --out $WORK/eval_trained $EVAL_ARGS > $WORK/eval_trained.log 2>&1
-    echo "trained evaluation: exit $? in $(( $(date +%s) - t )) s"
-  fi
+  pgrep -f "cpmobius.main" >/dev/null && { pkill -TERM -f "cpmobius.main"; sleep 20; }
   echo "peak GPU memory in use: $(sort -n $WORK/gpu_mem.csv | tail -1) MiB"
   python3 -m cpmobius.run_report $WORK/run --problems 10 --out $WORK/run_report.md && cp $WORK/run_report.md "$OUT/"
   for d in eval_base eval_trained; do [ -f $WORK/$d/results.md ] && cp $WORK/$d/results.md "$OUT/$d.md"; done
+  # The evaluations' completions come back too (gzip makes them a few MiB): whatever the GPU machine did
+  # not finish scoring is scored here with `python -m cpmobius.eval --completions ...`.
   (cd $WORK && tar czf "$OUT/real_run.tar.gz" --exclude='*/global_step_*' --exclude='*/best_player' --exclude='*.safetensors' \
-     --exclude='completions.jsonl' train.log eval_*.log merge.log gpu_mem.csv run_report.md run eval_base eval_trained 2>/dev/null)
+     train.log pipeline.log eval_*.log merge.log gpu_mem.csv run_report.md run eval_base eval_trained 2>/dev/null)
   ls -l "$OUT"; show_steps ;;
 
 *) echo "usage: $0 stage FILE... | start | poll [SECONDS] | finish"; exit 2 ;;
