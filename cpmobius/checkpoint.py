@@ -47,7 +47,10 @@ def restore_rng(state: dict) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(root: str | os.PathLike, step: int, policies: dict[str, Any], loop_state: dict, config: DictConfig) -> Path:
+def save_checkpoint(
+    root: str | os.PathLike, step: int, policies: dict[str, Any], loop_state: dict, config: DictConfig,
+    keep: Optional[int] = None,
+) -> Path:
     """Write checkpoint ``step`` under ``root`` and make it the latest.
 
     Args:
@@ -56,6 +59,10 @@ def save_checkpoint(root: str | os.PathLike, step: int, policies: dict[str, Any]
         policies: ``{"coach": Policy, "player": Policy}``.
         loop_state: JSON-serialisable loop state.
         config: the run's config (saved resolved).
+        keep: keep only the newest ``keep`` checkpoints (``trainer.max_actor_ckpt_to_keep``, verl's
+            key; None keeps all). Older ``global_step_*`` folders are deleted only after the new one
+            is the latest. At the 1.5B shape one step's checkpoint (both policies, fp32 weights and
+            Adam states) is ~37 GB, so a long run without a limit fills a disk.
 
     Returns:
         The checkpoint folder.
@@ -81,7 +88,28 @@ def save_checkpoint(root: str | os.PathLike, step: int, policies: dict[str, Any]
     _atomic_write_text(root / TRACKER_FILE, str(step))
     if previous.exists():
         shutil.rmtree(previous)
+    if keep is not None:
+        prune_checkpoints(root, keep)
     return final
+
+
+def prune_checkpoints(root: str | os.PathLike, keep: int) -> list[int]:
+    """Delete all but the newest ``keep`` ``global_step_*`` folders under ``root``; the step the
+    tracker file names is never deleted. Returns the deleted steps.
+
+    Raises:
+        ValueError: ``keep`` < 1.
+    """
+    if keep < 1:
+        raise ValueError(f"trainer.max_actor_ckpt_to_keep must be >= 1 or null, got {keep}")
+    root = Path(root)
+    tracker = root / TRACKER_FILE
+    latest = int(tracker.read_text().strip()) if tracker.is_file() else None
+    steps = sorted(int(p.name.rsplit("_", 1)[1]) for p in root.glob("global_step_*") if p.name.rsplit("_", 1)[1].isdigit())
+    deleted = [s for s in steps[:-keep] if s != latest]
+    for s in deleted:
+        shutil.rmtree(root / f"global_step_{s}")
+    return deleted
 
 
 def find_latest_checkpoint(root: str | os.PathLike) -> Optional[Path]:

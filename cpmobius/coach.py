@@ -6,7 +6,11 @@ Paper §3 / released `_generate_instructions`: the Coach answers one fixed user 
 Departures from the released code (`# CPMöbius:` below): each candidate is validated (the released
 code sends any text, even an empty, answer-leaking or figure-dependent one, to the Player) and
 near-duplicates of an earlier candidate in the same batch are dropped (public case BR-37). Rejected
-candidates never reach the Player and never carry a Coach reward; their reasons are counted.
+candidates never reach the Player and never carry a Coach reward; their reasons are counted. A chat
+model's preamble ("Sure, here's a valid math problem:"), problem heading and closing remark ("I hope
+this helps!") are cut off before validation (`cpmobius.coach_text.extract_problem`; counted as
+``coach/extracted/<kind>``), and the Player and the problem archive get the problem that remains;
+refusals and problems followed by their own solution are rejected (issue 16).
 """
 
 from __future__ import annotations
@@ -17,14 +21,17 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, Optional
 
+from cpmobius.coach_text import asks_user, extract_problem, is_refusal, is_worked_solution
 from cpmobius.prompts import coach_prompt, player_prompt
 from cpmobius.settings import CoachSettings
 
 # Why a candidate was rejected; each is counted as coach/rejected/<reason>.
 REJECT_REASONS = (
-    "empty", "truncated", "over_long", "no_question", "chatter", "several_problems", "leaks_answer", "needs_figure",
-    "duplicate", "prompt_too_long",
+    "empty", "truncated", "refusal", "asks_user", "over_long", "no_question", "chatter", "several_problems", "leaks_answer",
+    "worked_solution", "needs_figure", "duplicate", "prompt_too_long",
 )
+# What a chat Coach wraps its problem in, cut off before validation; each counted as coach/extracted/<kind>.
+EXTRACTED_KINDS = ("preamble", "heading", "closing")
 
 _QUESTION_WORDS = re.compile(
     r"\?|\b(what|which|who|when|where|why|find|compute|calculate|determine|evaluate|solve|simplify|how many|how much|"
@@ -154,16 +161,20 @@ class Problem:
     """One Coach proposal.
 
     Attributes:
-        text: the problem as the Player will see it (stripped Coach response).
+        text: the problem as the Player will see it: the stripped Coach response, with its preamble,
+            heading and closing remark cut off (`cpmobius.coach_text.extract_problem`) when
+            ``coach.validate`` is on.
         coach_row: row of this proposal in the Coach rollout batch of its attempt.
         reject_reason: None for a valid problem, else one of `REJECT_REASONS`.
         response_tokens: length of the Coach response in tokens.
+        extracted: what was cut off the response, each of `EXTRACTED_KINDS`.
     """
 
     text: str
     coach_row: int
     reject_reason: Optional[str] = None
     response_tokens: int = 0
+    extracted: tuple[str, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -179,19 +190,31 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
         settings: thresholds.
 
     Returns:
-        One of "empty", "truncated", "over_long", "no_question", "chatter", "several_problems",
-        "leaks_answer" (public case BR-40: a problem that states or boxes its own answer),
-        "needs_figure" (`needs_figure`: it depends on a figure the Player never sees), or None.
+        One of "empty", "truncated", "refusal" (`cpmobius.coach_text.is_refusal`: "I'm sorry, but as an
+        AI ..."), "asks_user" (`cpmobius.coach_text.asks_user`: "What type of math problem are you
+        looking for?"), "over_long", "no_question", "chatter", "several_problems", "leaks_answer" (public case
+        BR-40: a problem that states or boxes its own answer), "worked_solution"
+        (`cpmobius.coach_text.is_worked_solution`: the problem followed by its solution), "needs_figure"
+        (`needs_figure`: it depends on a figure the Player never sees), or None. The first that applies,
+        in this order (one reason per candidate).
     """
     stripped = text.strip()
     if not stripped:
         return "empty"
     if truncated:
         return "truncated"
+    if is_refusal(stripped):
+        # CPMöbius: issue 16, a refusal ending with "?" passed as a problem and cost n rollouts.
+        return "refusal"
+    if asks_user(stripped):
+        # CPMöbius: "What type of math problem are you looking for?" is a question, not a problem.
+        return "asks_user"
     if len(stripped) > settings.max_problem_chars:
         return "over_long"
     if _LEAK.search(stripped):
         return "leaks_answer"
+    if is_worked_solution(stripped):
+        return "worked_solution"
     if _CHATTER.search(stripped):
         return "chatter"
     if _several_problems(stripped):
@@ -202,6 +225,31 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
     if not _QUESTION_WORDS.search(stripped):
         return "no_question"
     return None
+
+
+def read_problem(response: str, truncated: bool, settings: CoachSettings) -> Problem:
+    """One Coach response → its problem text and verdict (row 0; the caller sets ``coach_row``).
+
+    With ``settings.validate`` the chat wrapping is cut off first (`extract_problem`) and the rest
+    is judged by `find_problem_fault`; a refusal is judged on the whole response, and a response
+    that was wrapping only (nothing left once it is cut) is "chatter". Without it the response is
+    used verbatim, as the released code does, and only an empty one is rejected.
+
+    Args:
+        response: the Coach response, decoded without special tokens.
+        truncated: the response stopped at the length limit.
+        settings: the coach settings.
+    """
+    if not settings.validate:
+        text = response.strip()
+        return Problem(text=text, coach_row=0, reject_reason=None if text else "empty")
+    # CPMöbius: the released code uses every Coach response verbatim.
+    extraction = extract_problem(response)
+    reason = find_problem_fault(response, truncated, settings)
+    if reason not in ("empty", "truncated", "refusal", "asks_user"):  # the rest is judged on the problem, not its wrapping
+        reason = find_problem_fault(extraction.text, False, settings) if extraction.text else "chatter"
+    return Problem(text=extraction.text or response.strip(), coach_row=0, reject_reason=reason,
+                   extracted=extraction.removed)
 
 
 def _normalise(text: str) -> str:
@@ -245,13 +293,8 @@ def propose_problems(coach: Any, settings: CoachSettings, count: int) -> tuple[l
         mask = batch.batch["response_mask"][row].bool()
         ids = batch.batch["responses"][row][mask].tolist()
         finished = bool(ids) and ids[-1] in stops
-        text = tokenizer.decode(ids, skip_special_tokens=True)
-        problem = Problem(text=text.strip(), coach_row=row, response_tokens=len(ids))
-        if settings.validate:
-            # CPMöbius: the released code uses every Coach response verbatim.
-            problem.reject_reason = find_problem_fault(text, truncated=not finished, settings=settings)
-        elif not problem.text:
-            problem.reject_reason = "empty"
+        problem = read_problem(tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings)
+        problem.coach_row, problem.response_tokens = row, len(ids)
         problems.append(problem)
     # CPMöbius: near-duplicates in one batch are dropped (BR-37); the released code keeps them.
     mark_duplicates(problems, settings.duplicate_similarity)
@@ -259,7 +302,9 @@ def propose_problems(coach: Any, settings: CoachSettings, count: int) -> tuple[l
     return problems, batch, rejected
 
 
-def reject_unfit_prompts(problems: list[Problem], player: Any, system_prompt: Optional[str]) -> int:
+def reject_unfit_prompts(
+    problems: list[Problem], player: Any, system_prompt: Optional[str], answer_instruction: Optional[str] = None
+) -> int:
     """Reject valid problems whose rendered Player prompt has more tokens than the Player accepts.
 
     # CPMöbius: verl would cut such a prompt from the left (losing the system turn and the start of
@@ -271,6 +316,7 @@ def reject_unfit_prompts(problems: list[Problem], player: Any, system_prompt: Op
         problems: candidates; valid ones whose prompt does not fit get reason "prompt_too_long".
         player: the Player `Policy` (``count_prompt_tokens``, ``max_prompt_tokens``).
         system_prompt: the Player's system turn (``player.system_prompt``).
+        answer_instruction: the Player's answer-format instruction (`cpmobius.prompts.resolve_answer_instruction`).
 
     Returns:
         the number of problems rejected here.
@@ -278,7 +324,7 @@ def reject_unfit_prompts(problems: list[Problem], player: Any, system_prompt: Op
     valid = [p for p in problems if p.valid]
     if not valid:
         return 0
-    counts = player.count_prompt_tokens([player_prompt(p.text, system_prompt) for p in valid])
+    counts = player.count_prompt_tokens([player_prompt(p.text, system_prompt, answer_instruction) for p in valid])
     rejected = 0
     for problem, tokens in zip(valid, counts):
         if tokens > player.max_prompt_tokens:

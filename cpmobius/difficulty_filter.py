@@ -13,6 +13,8 @@ the band is applied to integer counts so 0.2·n and 0.8·n have no float drift (
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
@@ -117,15 +119,45 @@ def assign_pseudo_labels(
 
 
 def roll_out_and_filter(
-    player: Any, problems: Sequence[str], n: int, settings: FilterSettings, system_prompt: Optional[str] = None
+    player: Any, problems: Sequence[str], n: int, settings: FilterSettings, system_prompt: Optional[str] = None,
+    answer_instruction: Optional[str] = None,
 ) -> tuple[Any, list[GroupOutcome]]:
     """n Player rollouts for each problem, then `assign_pseudo_labels`.
+
+    Prompts are `cpmobius.prompts.player_prompt(problem, system_prompt, answer_instruction)`.
 
     Returns:
         ``(player_batch, outcomes)``: the rollouts (P·n rows, groups contiguous, one uid per group)
         and one outcome per problem. These rollouts are the GRPO training rollouts: nothing is
         generated twice.
     """
-    batch = player.generate([player_prompt(text, system_prompt) for text in problems], n=n)
+    batch = player.generate([player_prompt(text, system_prompt, answer_instruction) for text in problems], n=n)
     texts, truncated = player.decode_responses(batch)
     return batch, assign_pseudo_labels(texts, truncated, n, settings)
+
+
+def candidates_per_attempt(missing: int, settings: FilterSettings, totals: dict[str, int]) -> int:
+    """How many Coach candidates one attempt asks for when ``missing`` problems are still wanted.
+
+    Released: ceil(missing × oversample), oversample 2.0, up to 16 attempts a step. With
+    ``filter.adaptive_oversample`` the ratio is ``adaptive_margin / acceptance``, the acceptance being
+    the share of all candidates so far (earlier steps and attempts) that the filter kept, surplus
+    included, clamped to [oversample, oversample_max]; before any candidate it is ``oversample``.
+    At the toy's acceptance of ~0.27 the fixed 2.0 needs ~2 attempts (each a Coach batch and a Player
+    rollout, four engine switches) where the adaptive ratio (4.6) needs one in most steps.
+
+    Args:
+        missing: problems still wanted this step (>= 1).
+        settings: the filter settings.
+        totals: the run's running counts ``candidates`` and ``accepted`` (`LoopState.filter_totals`).
+
+    Returns:
+        The number of candidates (>= missing).
+    """
+    ratio = settings.oversample
+    # CPMöbius: the released code always asks for ceil(missing × 2).
+    if settings.adaptive_oversample and totals.get("candidates", 0) > 0:
+        acceptance = totals.get("accepted", 0) / totals["candidates"]
+        wanted = settings.adaptive_margin / acceptance if acceptance > 0 else settings.oversample_max
+        ratio = min(max(wanted, settings.oversample), settings.oversample_max)
+    return max(missing, math.ceil(missing * ratio))

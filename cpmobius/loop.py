@@ -9,7 +9,6 @@ before the loop, runs the steps, logs, archives every generated problem, and che
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -17,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from omegaconf import OmegaConf
 from verl import DataProto
 
 from cpmobius import checkpoint, metrics
 from cpmobius.coach import Problem, propose_problems, reject_unfit_prompts
-from cpmobius.difficulty_filter import GroupOutcome, roll_out_and_filter
+from cpmobius.difficulty_filter import GroupOutcome, candidates_per_attempt, roll_out_and_filter
 from cpmobius.grading import answers_equivalent
+from cpmobius.prompts import resolve_answer_instruction
 from cpmobius.rewards import (
     coach_advantages,
     coach_rewards,
@@ -83,7 +84,7 @@ class CoachPlayerLoop:
             ``pseudo_label/*`` metrics (compared with the project's grader).
         val_set: the validation set, when already loaded (the driver loads it before starting Ray).
         difficulty_of: optional function problem text → difficulty level or None, for the per-difficulty
-            metrics (`metrics.difficulty_metrics`); the toy world's classifier when validating on "toy".
+            metrics (`metrics.difficulty_metrics`; the driver passes the toy world's classifier).
     """
 
     def __init__(
@@ -102,12 +103,20 @@ class CoachPlayerLoop:
         self.coach, self.player = coach, player
         self.logger = logger
         self.ground_truth = ground_truth
-        if difficulty_of is None and settings.validation.dataset == "toy":
-            from cpmobius.toy.world import problem_difficulty as difficulty_of
         self.difficulty_of = difficulty_of
         self.output_dir = Path(cfg.trainer.default_local_dir)
         self.val_set = val_set if val_set is not None else load_validation_set(settings.validation)
         self.delta = DeltaTracker(settings.validation.ema_decay)
+        # One Player prompt for rollouts, prompt-length checks and validation (BR-30); the \boxed{}
+        # instruction resolved once from the Player's chat template (player.answer_format).
+        template_kwargs = dict(OmegaConf.select(cfg, "data.apply_chat_template_kwargs", default=None) or {})
+        answer_instruction = resolve_answer_instruction(
+            settings.player.answer_format, getattr(player, "tokenizer", None), settings.player.system_prompt, **template_kwargs
+        )
+        if answer_instruction and settings.player.answer_format == "auto":
+            print(f"[cpmobius] player.answer_format=auto: the Player's chat template does not ask for \\boxed{{}}; "
+                  f"every Player prompt ends with {answer_instruction!r}", flush=True)
+        self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
         self.stage_log: list[str] = []
         self._timings: dict[str, float] = {}
@@ -146,18 +155,19 @@ class CoachPlayerLoop:
         """
         fs, n = self.settings.filter, self.settings.player.n
         kept = KeptProblems([], [], None, None)
-        rejected, all_outcomes, label_correct, kept_correct, archive = Counter(), [], [], [], []
+        rejected, extracted, all_outcomes, label_correct, kept_correct, archive = Counter(), Counter(), [], [], [], []
         levels: list[Optional[int]] = []  # of every well-formed problem (difficulty_of)
         candidates = attempts = surplus = 0
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
-            count = math.ceil((fs.quota - len(kept)) * fs.oversample)
+            count = candidates_per_attempt(fs.quota - len(kept), fs, self.state.filter_totals)
             with self.timed("coach"):
                 self.coach.activate()
                 problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
-            attempt_rejected["prompt_too_long"] += reject_unfit_prompts(problems, self.player, self.settings.player.system_prompt)
+            attempt_rejected["prompt_too_long"] += reject_unfit_prompts(problems, self.player, *self.player_prompt_args)
             candidates += count
             rejected.update(attempt_rejected)
+            extracted.update(kind for p in problems for kind in p.extracted)
             self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
             valid = [p for p in problems if p.valid]
             levels += [self.difficulty_of(p.text) for p in valid] if self.difficulty_of else []
@@ -166,9 +176,7 @@ class CoachPlayerLoop:
                 continue
             with self.timed("difficulty_filter"):
                 self.player.activate()
-                player_batch, outcomes = roll_out_and_filter(
-                    self.player, [p.text for p in valid], n, fs, self.settings.player.system_prompt
-                )
+                player_batch, outcomes = roll_out_and_filter(self.player, [p.text for p in valid], n, fs, *self.player_prompt_args)
             self._count_tokens("player_rollouts", int(player_batch.batch["response_mask"].sum()))
             for index, (problem, outcome) in enumerate(zip(valid, outcomes)):
                 truth = self.ground_truth(problem.text) if self.ground_truth else None
@@ -184,14 +192,17 @@ class CoachPlayerLoop:
                 kept_correct.append(correct)
                 self._append_kept(kept, problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_batch.select_idxs([problem.coach_row]))
         self._write_archive(archive)
-        step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus)
+        step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus, extracted)
         step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct, kept_correct))
         step_metrics.update(metrics.length_metrics("coach/problem_chars", [len(p.text) for p in kept.problems]))
         if self.difficulty_of is not None:
             kept_levels = [self.difficulty_of(p.text) for p in kept.problems]
             step_metrics.update(metrics.difficulty_metrics(levels, kept_levels, kept_correct))
+        totals = self.state.filter_totals
         for key in ("kept", "groups", "attempts"):
-            self.state.filter_totals[key] = self.state.filter_totals.get(key, 0) + int(step_metrics[f"filter/{key}"])
+            totals[key] = totals.get(key, 0) + int(step_metrics[f"filter/{key}"])
+        totals["candidates"] = totals.get("candidates", 0) + candidates
+        totals["accepted"] = totals.get("accepted", 0) + len(kept) + surplus
         if len(kept) < fs.quota:
             if fs.on_shortfall == "error":
                 raise QuotaNotMetError(
@@ -322,7 +333,10 @@ class CoachPlayerLoop:
                 for name, p in (("coach", self.coach), ("player", self.player))
             },
         }
-        return checkpoint.save_checkpoint(self.output_dir, state.step, {"coach": self.coach, "player": self.player}, loop_state, self.cfg)
+        return checkpoint.save_checkpoint(
+            self.output_dir, state.step, {"coach": self.coach, "player": self.player}, loop_state, self.cfg,
+            keep=self.cfg.trainer.get("max_actor_ckpt_to_keep"),
+        )
 
     def try_resume(self) -> bool:
         """Resume from the latest checkpoint when ``trainer.resume_mode`` is auto (or from
@@ -359,7 +373,7 @@ class CoachPlayerLoop:
 
     def _measure_validation(self) -> Any:
         """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted."""
-        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.settings.player.system_prompt)
+        result = measure_accuracy(self.player, self.val_set, self.settings.validation, *self.player_prompt_args)
         self._count_tokens("validation", result.response_tokens)
         return result
 
@@ -397,7 +411,8 @@ class CoachPlayerLoop:
         kept.coach_batch = coach_row if kept.coach_batch is None else DataProto.concat([kept.coach_batch, coach_row])
 
     def _archive_row(self, attempt: int, problem: Problem, outcome: Optional[GroupOutcome], label_correct: Optional[bool]) -> dict:
-        row = {"step": self.state.step + 1, "attempt": attempt, "text": problem.text, "valid": problem.valid, "reject_reason": problem.reject_reason}
+        row = {"step": self.state.step + 1, "attempt": attempt, "text": problem.text, "valid": problem.valid, "reject_reason": problem.reject_reason,
+               "extracted": list(problem.extracted)}
         if outcome is not None:
             row.update(pass_rate=outcome.pass_rate, pseudo_label=outcome.pseudo_label, kept=outcome.kept, drop_reason=outcome.drop_reason, pseudo_label_correct=label_correct)
         return row

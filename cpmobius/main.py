@@ -113,6 +113,27 @@ def prepare_models(cfg: DictConfig, settings: Any) -> None:
             write_coach_warmup_data(toy_warmup.path, settings.coach.instruction, int(toy_warmup.count), int(toy_warmup.seed))
 
 
+def check_model_folders(cfg: DictConfig) -> None:
+    """A preset of a fetched model (``model.fetch``) whose folder is absent stops here, naming the command.
+
+    Raises:
+        ConfigError: one line with ``python -m cpmobius.models fetch <name>``.
+    """
+    name = cfg.model.get("fetch")
+    if not name:
+        return
+    from pathlib import Path
+
+    from cpmobius.engine.config import ConfigError
+    from cpmobius.models.registry import fetch_command
+
+    for role in ("player", "coach"):
+        path = str(cfg.model.get(f"{role}_path"))
+        if not Path(path).expanduser().is_dir():
+            raise ConfigError(f"model={cfg.model.name}: no model folder at {path} (model.{role}_path); "
+                              f"fetch it first: {fetch_command(name)}")
+
+
 def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any:
     """Validate everything, prepare the models, start Ray and both policies; return the `CoachPlayerLoop`.
 
@@ -128,6 +149,7 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
 
     settings = settings if settings is not None else load_settings(cfg)
     configs = build_policy_configs(cfg)  # every value checked before anything runs
+    check_model_folders(cfg)
     val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
     prepare_models(cfg, settings)
     if cfg.warmup.enabled:
@@ -144,7 +166,7 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     from cpmobius.engine.policy import EngineGuard, Policy, make_resource_pool
     from cpmobius.engine.quiet import quiet_driver
     from cpmobius.loop import CoachPlayerLoop
-    from cpmobius.toy.world import solve
+    from cpmobius.toy.world import problem_difficulty, solve
 
     quiet_driver()
     if not ray.is_initialized():
@@ -155,8 +177,9 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     pool, guard = make_resource_pool(cfg), EngineGuard()
     coach = Policy("coach", configs["coach"], pool, guard).start()
     player = Policy("player", configs["player"], pool, guard).start()
-    ground_truth = solve if settings.validation.dataset == "toy" else None
-    return CoachPlayerLoop(cfg, settings, coach, player, logger, ground_truth, val_set=val_set)
+    toy = settings.validation.dataset == "toy"
+    return CoachPlayerLoop(cfg, settings, coach, player, logger, solve if toy else None, val_set=val_set,
+                           difficulty_of=problem_difficulty if toy else None)
 
 
 def finished_step(cfg: DictConfig) -> int | None:

@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from cpmobius.coach import REJECT_REASONS
+from cpmobius.coach import EXTRACTED_KINDS, REJECT_REASONS
 from cpmobius.difficulty_filter import DROP_REASONS
 
 
@@ -21,9 +21,16 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def filter_metrics(
-    attempts: int, candidates: int, rejected: Counter, outcomes: Sequence[Any], kept: int, quota: int, surplus: int
+    attempts: int, candidates: int, rejected: Counter, outcomes: Sequence[Any], kept: int, quota: int, surplus: int,
+    extracted: Optional[Counter] = None,
 ) -> dict[str, float]:
-    """``coach/*`` candidate counts and ``filter/*`` decisions of one step (all attempts)."""
+    """``coach/*`` candidate counts and ``filter/*`` decisions of one step (all attempts).
+
+    Args:
+        rejected: candidates per reject reason (`cpmobius.coach.REJECT_REASONS`).
+        extracted: candidates whose preamble / heading / closing remark was cut off, per kind
+            (`cpmobius.coach.EXTRACTED_KINDS`), valid or not.
+    """
     metrics = {
         "coach/candidates": candidates,
         "coach/valid_frac": (candidates - sum(rejected.values())) / candidates if candidates else 0.0,
@@ -42,6 +49,8 @@ def filter_metrics(
     }
     for reason in REJECT_REASONS:
         metrics[f"coach/rejected/{reason}"] = rejected.get(reason, 0)
+    for kind in EXTRACTED_KINDS:
+        metrics[f"coach/extracted/{kind}"] = (extracted or Counter()).get(kind, 0)
     drops = Counter(o.drop_reason for o in outcomes if not o.kept)
     for reason in DROP_REASONS:
         metrics[f"filter/dropped/{reason}"] = drops.get(reason, 0)

@@ -1,17 +1,32 @@
-"""The chat prompts of both policies, in one place (public case BR-30).
+r"""The chat prompts of both policies, in one place (public case BR-30).
 
 The Player sees a problem the same way in training rollouts, in the Δt validation pass and in the
 benchmark evaluation: one user turn holding the problem, preceded by ``player.system_prompt`` when
 one is configured. With ``system_prompt: null`` the tokenizer's chat template decides the system
 turn (Qwen2.5-Math's inserts "Please reason step by step, and put your final answer within
 \\boxed{}.", which the released code relies on); with a string it is explicit in the config.
+
+The answer format (``player.answer_format``, `resolve_answer_instruction`): every Player prompt asks
+for the final answer in ``\boxed{}`` exactly once. Qwen2.5-Math's template already does; the templates
+of Qwen2.5-Coder, SmolLM2 and most instruct models do not (issue 16: Qwen2.5-Coder-0.5B-Instruct
+answered "12 + 35 = 47", unboxed, and no boxed answer means no vote). With ``auto`` the instruction
+`BOXED_INSTRUCTION` is appended to the user turn exactly when the rendered template lacks ``\boxed``.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 Messages = list[dict[str, str]]
+
+# Qwen2.5-Math evaluation's chain-of-thought instruction (its "qwen25-math-cot" prompt puts it in the
+# system turn, its "qwen-boxed" prompt after the problem in the user turn; the latter is used here,
+# so that a template's own system turn is kept). The same words as Qwen2.5-Math's default system turn.
+BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+# player.answer_format: auto = append BOXED_INSTRUCTION iff the rendered chat template lacks "\boxed";
+# template = never (the chat template and system_prompt alone; the released code); append = always.
+ANSWER_FORMATS = ("auto", "template", "append")
+_BOXED = "\\boxed"
 
 
 def coach_prompt(instruction: str) -> Messages:
@@ -19,7 +34,64 @@ def coach_prompt(instruction: str) -> Messages:
     return [{"role": "user", "content": instruction}]
 
 
-def player_prompt(problem: str, system_prompt: Optional[str] = None) -> Messages:
-    """The Player's prompt for one problem (training, validation and evaluation alike)."""
+def player_prompt(problem: str, system_prompt: Optional[str] = None, answer_instruction: Optional[str] = None) -> Messages:
+    """The Player's prompt for one problem (training, validation and evaluation alike).
+
+    Args:
+        problem: the problem text.
+        system_prompt: an explicit system turn, or None for the chat template's own.
+        answer_instruction: appended to the user turn after a newline (`resolve_answer_instruction`),
+            unless None or the problem already mentions ``\\boxed`` (then it would be said twice).
+
+    Returns:
+        ``[{"role": "system", ...}]`` when ``system_prompt`` is given, then ``{"role": "user", ...}``.
+    """
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    return messages + [{"role": "user", "content": problem}]
+    user = problem
+    if answer_instruction and _BOXED not in problem:
+        # CPMöbius: the released code relies on Qwen2.5-Math's template for the answer format.
+        user = f"{problem}\n{answer_instruction}"
+    return messages + [{"role": "user", "content": user}]
+
+
+def template_asks_for_boxed(tokenizer: Any, system_prompt: Optional[str] = None, **template_kwargs: Any) -> bool:
+    """Whether the tokenizer's chat template, rendered for a Player prompt (``system_prompt`` and a
+    placeholder user turn, generation prompt added), already contains ``\\boxed``.
+
+    True for Qwen2.5-Math's template (its default system turn) and for a ``\\boxed`` system prompt;
+    False for Qwen2.5-Coder's, SmolLM2's and the toy's.
+
+    Raises:
+        ValueError: the tokenizer has no chat template.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("the Player's tokenizer has no chat template: player.answer_format=auto cannot read it")
+    rendered = tokenizer.apply_chat_template(player_prompt("{problem}", system_prompt), tokenize=False,
+                                             add_generation_prompt=True, **template_kwargs)
+    return _BOXED in rendered
+
+
+def resolve_answer_instruction(answer_format: str, tokenizer: Any, system_prompt: Optional[str] = None,
+                               **template_kwargs: Any) -> Optional[str]:
+    """The answer-format instruction every Player prompt gets (`player_prompt`'s ``answer_instruction``).
+
+    Args:
+        answer_format: one of `ANSWER_FORMATS` (``player.answer_format``, the evaluation's ``--answer-format``).
+        tokenizer: the Player's tokenizer with the chat template it is prompted through (read by ``auto`` only).
+        system_prompt: the Player's explicit system turn (``player.system_prompt``), or None.
+        template_kwargs: extra ``apply_chat_template`` arguments (verl's ``data.apply_chat_template_kwargs``).
+
+    Returns:
+        `BOXED_INSTRUCTION` or None (nothing appended): ``template`` → None (released behaviour);
+        ``append`` → the instruction; ``auto`` → None when `template_asks_for_boxed`, else the instruction.
+
+    Raises:
+        ValueError: an unknown ``answer_format``, or ``auto`` with a tokenizer without a chat template.
+    """
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer format must be one of {ANSWER_FORMATS}, got {answer_format!r}")
+    if answer_format == "template":
+        return None
+    if answer_format == "append":
+        return BOXED_INSTRUCTION
+    return None if template_asks_for_boxed(tokenizer, system_prompt, **template_kwargs) else BOXED_INSTRUCTION

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.config import ConfigError
+from cpmobius.prompts import ANSWER_FORMATS
 
 COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
@@ -73,10 +74,16 @@ class PlayerSettings:
     # A system message for every Player prompt (training and validation alike), or None for the chat
     # template's own default (Qwen2.5-Math inserts "Please reason step by step, ... \boxed{}.").
     system_prompt: Optional[str] = None
+    # The \boxed{} answer instruction (cpmobius/prompts.py): "auto" appends Qwen2.5-Math evaluation's CoT
+    # instruction to the user turn iff the rendered chat template lacks "\boxed"; "template" never (released);
+    # "append" always. Training, Δt validation and `python -m cpmobius.eval --answer-format` alike.
+    answer_format: str = "auto"
     rollback: Any = None
 
     def __post_init__(self) -> None:
         _require(self.n >= 2, "player.n", "a group needs at least 2 rollouts")
+        _require(self.answer_format in ANSWER_FORMATS, "player.answer_format",
+                 f"must be one of {ANSWER_FORMATS}, got {self.answer_format!r}")
         if not isinstance(self.rollback, RollbackSettings):
             self.rollback = RollbackSettings(**(self.rollback or {}))
 
@@ -92,6 +99,12 @@ class FilterSettings:
     quota: int = 16
     # Candidates per attempt = ceil(missing × oversample): one Coach batch covers the expected losses.
     oversample: float = 2.0
+    # CPMöbius: size each Coach batch from the acceptance rate seen so far (`candidates_per_attempt`),
+    # oversample as the floor and oversample_max as the cap, so a typical step needs one attempt.
+    adaptive_oversample: bool = False
+    oversample_max: float = 8.0
+    # Candidates asked for per problem still missing, over 1 / acceptance: a margin for its noise.
+    adaptive_margin: float = 1.25
     # Attempts (Coach batch → Player rollouts → vote) per step before the shortfall policy applies.
     max_attempts: int = 8
     # What to do when the quota is not met: "train_on_fewer", "skip_step" or "error".
@@ -107,6 +120,8 @@ class FilterSettings:
         _require(self.band_low <= self.band_high, "filter.band_low", "must not exceed filter.band_high")
         _require(self.quota >= 1, "filter.quota", "must be >= 1")
         _require(self.oversample >= 1.0, "filter.oversample", "must be >= 1")
+        _require(self.oversample_max >= self.oversample, "filter.oversample_max", "must be >= filter.oversample")
+        _require(self.adaptive_margin >= 1.0, "filter.adaptive_margin", "must be >= 1")
         _require(self.max_attempts >= 1, "filter.max_attempts", "must be >= 1")
         _require(
             self.on_shortfall in SHORTFALL_POLICIES,

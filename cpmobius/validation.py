@@ -97,19 +97,21 @@ class ValidationResult:
 
 
 def measure_accuracy(
-    player: Any, val_set: ValidationSet, settings: ValidationSettings, system_prompt: Optional[str] = None
+    player: Any, val_set: ValidationSet, settings: ValidationSettings, system_prompt: Optional[str] = None,
+    answer_instruction: Optional[str] = None,
 ) -> ValidationResult:
     """The Player's avg@k accuracy on ``val_set`` (k = ``samples_per_problem``).
 
-    Uses the training prompt (`player_prompt`), so training and validation render identically
-    (BR-30); samples with ``rollout.val_kwargs`` or greedily.
+    Uses the training prompt (`player_prompt` with the same ``system_prompt`` and
+    ``answer_instruction``), so training and validation render identically (BR-30); samples with
+    ``rollout.val_kwargs`` or greedily.
 
     Raises:
         cpmobius.grading.GradingError: when every answer of the pass failed to grade.
     """
     k = settings.samples_per_problem
     player.activate()
-    batch = player.generate([player_prompt(p, system_prompt) for p in val_set.problems], n=k, validate=True, greedy=settings.greedy)
+    batch = player.generate([player_prompt(p, system_prompt, answer_instruction) for p in val_set.problems], n=k, validate=True, greedy=settings.greedy)
     texts, _ = player.decode_responses(batch)
     golds = [answer for answer in val_set.answers for _ in range(k)]
     grades = grade_batch(golds, texts)

@@ -265,3 +265,33 @@ def harness():
         take_update=take_update,
         check_greedy_validation=check_greedy_validation,
     )
+
+
+# --------------------------------------------------------------------------- real models
+
+
+def check_one_eos_story(folder) -> tuple[int, int]:
+    """Tokenizer, config.json and generation_config.json of a converted folder agree; returns (eos, pad) ids."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    from cpmobius.engine.stop_tokens import stop_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    config, generation = AutoConfig.from_pretrained(folder), GenerationConfig.from_pretrained(folder)
+    eos, pad = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
+    assert (tokenizer.eos_token, tokenizer.pad_token) == ("<|im_end|>", "<|endoftext|>")
+    assert (tokenizer.eos_token_id, tokenizer.pad_token_id) == (eos, pad) and eos != pad
+    assert (config.eos_token_id, config.pad_token_id) == (eos, pad)
+    assert (generation.eos_token_id, generation.pad_token_id) == ([eos, pad], pad)
+    for key in ("repetition_penalty", "temperature", "top_p", "top_k"):  # no sampling defaults hidden in the folder
+        assert getattr(generation, key) in (None, 1.0, 50), key
+    assert stop_token_ids(tokenizer, generation) == tuple(sorted({eos, pad}))
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 3 + 4?"}], tokenize=False, add_generation_prompt=True)
+    assert prompt.rstrip().endswith("<|im_start|>assistant") and "<|im_end|>" in prompt  # turns end with the EOS
+    return eos, pad
+
+
+@pytest.fixture
+def one_eos_story():
+    """`check_one_eos_story`, for test modules (the test folder is not importable)."""
+    return check_one_eos_story

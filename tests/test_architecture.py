@@ -27,6 +27,7 @@ ROOM_IMPORTS = {
     "eval": {"grading", "jsonl", "prompts"},
     "engine": {"prompts"},
     "warmup": {"engine", "coach", "prompts", "settings", "jsonl"},
+    "models": set(),
 }
 
 

@@ -21,6 +21,7 @@ from cpmobius.eval.data import (
 )
 from cpmobius.eval.report import paper_model_for
 from cpmobius.jsonl import write_jsonl
+from cpmobius.prompts import BOXED_INSTRUCTION
 
 SHARED_EVAL = default_data_dir()
 needs_shared = pytest.mark.skipif(not (SHARED_EVAL / "aime24" / "aime24.jsonl").exists(), reason="needs ../shared/data")
@@ -210,9 +211,11 @@ def test_end_to_end_tiny_model(tmp_path, model_cache, capsys):
     assert len(records) == 6 * 5 * 2 + 5 * 3
     assert {r["benchmark"] for r in records} == set(benches)
     assert all(r["response_tokens"] <= 6 and r["finish_reason"] in ("stop", "length") for r in records)
-    # The released prompt: the bare problem as the only user turn of the model's chat template.
+    # The released prompt: the problem as the only user turn of the model's chat template; this template asks
+    # for no \boxed{}, so --answer-format auto appends the instruction (issue 16; Qwen2.5-Math's gets none).
     first = load_benchmark("amc", SHARED_EVAL)[0]
-    assert records[0]["prompt"] == f"<|im_start|>user\n{first['problem']}<|im_end|>\n<|im_start|>assistant\n"
+    assert records[0]["prompt"] == (f"<|im_start|>user\n{first['problem']}\n{BOXED_INSTRUCTION}<|im_end|>\n"
+                                    "<|im_start|>assistant\n")
     summary = json.loads((run_dir / "results.json").read_text())["summary"]
     assert summary["aime24"]["k"] == 3 and summary["amc"]["k"] == 2 and summary["amc23"]["n_problems"] == 5
     assert summary["Avg"]["avg@k"] is not None and summary["OOD Avg"]["avg@k"] is not None

@@ -103,6 +103,28 @@ def test_concurrent_requests_are_batched(server):
         assert output.token_ids == expected[i % len(PROMPTS)][0]
 
 
+def test_requests_trickling_in_share_one_generate_call(server, monkeypatch):
+    """The agent loop's workers submit one stage's requests over tens of milliseconds: with a fixed
+    window after the first they split into several full-length generate() calls; the quiet window
+    (restarted by each arrival, capped at MAX_BATCH_WAIT_S) keeps them in one. Scaled up 20x here
+    (100 ms window, 20 ms gaps, 240 ms in all) so a loaded CI machine's late wake-ups do not matter."""
+    from cpmobius.engine import hf_server
+
+    monkeypatch.setattr(hf_server, "MAX_BATCH_WAIT_S", 2.0)
+    monkeypatch.setattr(server, "batch_window_s", 0.1)
+
+    async def trickle():
+        calls = []
+        for i, prompt in enumerate(PROMPTS * 3):
+            calls.append(asyncio.ensure_future(server.generate(prompt, {"temperature": 0.0}, request_id=f"t{i}")))
+            await asyncio.sleep(0.02)
+        return await asyncio.gather(*calls)
+
+    before = server.get_stats()["batches"]
+    server._test_loop.run_until_complete(trickle())
+    assert server.get_stats()["batches"] - before == 1
+
+
 def test_stop_token_and_max_tokens_are_honoured(server):
     tokens, _, reason = greedy(server, [PROMPTS[0]])[0]
     assert reason == "length" and len(tokens) == 24  # random model never emits <|im_end|> here

@@ -539,6 +539,22 @@ def test_kill_while_replacing_a_checkpoint_of_the_same_step_keeps_one(tmp_path, 
     assert path is not None and (path / "loop_state.json").is_file()
 
 
+def test_checkpoint_retention_keeps_the_newest_and_never_the_tracked_one(tmp_path):
+    """trainer.max_actor_ckpt_to_keep: a 999-step run saving every 10 steps at ~37 GB a checkpoint
+    fills any disk; keep=2 leaves the two newest, and the loop's own save passes the key through."""
+    for step in (10, 20, 30):
+        checkpoint.save_checkpoint(tmp_path, step, {"coach": FakePolicy(1.0), "player": FakePolicy(float(step))},
+                                   loop_state(step, FakePolicy(1.0), FakePolicy(1.0)), OmegaConf.create({}), keep=2)
+    assert sorted(p.name for p in tmp_path.glob("global_step_*")) == ["global_step_20", "global_step_30"]
+    player = FakePolicy(0.0)
+    checkpoint.load_checkpoint(checkpoint.find_latest_checkpoint(tmp_path), {"coach": FakePolicy(0.0), "player": player})
+    assert player.weight == 30.0
+    (tmp_path / checkpoint.TRACKER_FILE).write_text("20")  # a resumed run whose latest is the older folder
+    assert checkpoint.prune_checkpoints(tmp_path, 1) == []  # step 20 is tracked, step 30 is the newest
+    with pytest.raises(ValueError, match="max_actor_ckpt_to_keep"):
+        checkpoint.prune_checkpoints(tmp_path, 0)
+
+
 # =========================================================================== toy world ground truth
 
 

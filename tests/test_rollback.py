@@ -69,7 +69,8 @@ def make_loop(tmp_path, weights: list[float], noise: dict[int, float] | None = N
                                         "save_freq": 0, "resume_mode": "disable"}})
     settings = load_settings(OmegaConf.create({
         "coach": {}, "filter": {}, "validation": {"greedy": True},
-        "player": {"n": 4, "rollback": {"enabled": True, "patience": patience, "begin_step": 0}},
+        # the scripted Player has no tokenizer: its prompts carry no answer-format instruction
+        "player": {"n": 4, "answer_format": "template", "rollback": {"enabled": True, "patience": patience, "begin_step": 0}},
     }))
     player = ScriptedPlayer(0.5)
     coach = ScriptedPlayer(0.0)

@@ -290,3 +290,20 @@ def test_the_agent_loop_refuses_to_cut_a_prompt():
     assert loop._cap_text_prompt_length([1, 2, 3, 4]) == [1, 2, 3, 4]
     with pytest.raises(PromptTooLongError, match="5 tokens exceeds rollout.prompt_length=4"):
         loop._cap_text_prompt_length([1, 2, 3, 4, 5])
+
+
+def test_candidates_per_attempt_fixed_and_adaptive():
+    """Released: ceil(missing x 2). Adaptive: margin / acceptance so far, clamped to [oversample, max]."""
+    from cpmobius.difficulty_filter import candidates_per_attempt
+    from cpmobius.settings import FilterSettings
+
+    fixed = FilterSettings(oversample=2.0)
+    assert candidates_per_attempt(5, fixed, {"candidates": 100, "accepted": 10}) == 10
+    adaptive = FilterSettings(oversample=2.0, adaptive_oversample=True, oversample_max=8.0, adaptive_margin=1.25)
+    assert candidates_per_attempt(16, adaptive, {}) == 32                                   # no history yet
+    assert candidates_per_attempt(16, adaptive, {"candidates": 100, "accepted": 25}) == 80  # 1.25 / 0.25 = 5
+    assert candidates_per_attempt(16, adaptive, {"candidates": 100, "accepted": 90}) == 32  # floor: oversample
+    assert candidates_per_attempt(16, adaptive, {"candidates": 100, "accepted": 1}) == 128  # cap: oversample_max
+    assert candidates_per_attempt(3, adaptive, {"candidates": 50, "accepted": 0}) == 24     # nothing kept yet: the cap
+    with pytest.raises(ValueError, match="oversample_max"):
+        FilterSettings(oversample=4.0, oversample_max=2.0)

@@ -32,8 +32,12 @@ from cpmobius.engine.stop_tokens import stop_token_ids, token_id_list
 
 logger = logging.getLogger(__name__)
 
-# How long the server waits for more requests after the first one arrives before a batch runs.
+# A batch runs once no request has arrived for this long (a quiet window, restarted by each arrival),
+# or once the first request has waited MAX_BATCH_WAIT_S: the requests of one stage, which the agent
+# loop's workers submit over tens of milliseconds, then share one full-length generate() instead of
+# splitting into several (each as long as its longest row).
 DEFAULT_BATCH_WINDOW_S = 0.005
+MAX_BATCH_WAIT_S = 0.25
 
 
 @dataclass
@@ -53,7 +57,8 @@ class HFGenerationServer:
         rollout_mode: hybrid (colocated with its trainer worker) in everything this project runs.
         replica_rank: rank of the replica this server belongs to.
         cuda_visible_devices: device ids of the replica's trainer worker; "" or None on a CPU.
-        batch_window_s: how long to wait for more requests before a batch runs.
+        batch_window_s: the quiet window: a batch runs when no request arrived for this long
+            (at most `MAX_BATCH_WAIT_S` after its first request).
     """
 
     def __init__(
@@ -190,9 +195,9 @@ class HFGenerationServer:
         while True:
             first = await self._queue.get()
             batch = [first]
-            deadline = time.monotonic() + self.batch_window_s
+            deadline = time.monotonic() + max(self.batch_window_s, MAX_BATCH_WAIT_S)
             while len(batch) < max_batch:
-                timeout = deadline - time.monotonic()
+                timeout = min(self.batch_window_s, deadline - time.monotonic())
                 if timeout <= 0:
                     break
                 try:

@@ -6,9 +6,11 @@ r"""Benchmark evaluation CLI: generate, grade, tabulate (stage: evaluation).
 Generate mode, per model: each benchmark's problems (`cpmobius.eval.data`: local copies, parquet or
 the hub) are prompted exactly as the released evaluation (notes/upstream_cpmobius.md §5.1: the
 instruction suffix stripped, the bare problem as the only user turn of the model's own chat
-template), sampled k times with the released protocol (T=0.7, top-p 0.9, repetition penalty 1.05,
+template; `--answer-format auto` appends the \boxed{} instruction only to a template that lacks it, as
+in training), sampled k times with the released protocol (T=0.7, top-p 0.9, repetition penalty 1.05,
 4096 new tokens; k = 32, 32, 10, 5, 5, 5 for AIME24, AIME25, AMC, MATH-500, Minerva, OlympiadBench)
-or greedily (`--greedy`, k = 1 unless `--k` says otherwise), through vLLM when importable, else HF
+or greedily (`--greedy`: T=0, top-p 1, repetition penalty 1.0 unless given; k = 1 unless `--k` says
+otherwise), through vLLM when importable, else HF
 transformers (`cpmobius.eval.generation`). Then graded by the project's one grader
 (`cpmobius.eval.scoring`, `cpmobius.eval.summary`): avg@k (the paper's number), unbiased pass@k, maj@k, bootstrap 95% CIs over
 problems, Avg over the six and OOD Avg over the five without AMC.
@@ -57,12 +59,21 @@ from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval.completions import generate_model, read_completions
 from cpmobius.eval.data import ANSWER_KEYS, BENCHMARKS, load_benchmark
-from cpmobius.eval.report import PAPER_RESULTS, markdown_table, paper_model_for, table_notes, write_results
+from cpmobius.eval.report import PAPER_RESULTS, generation_note, markdown_table, paper_model_for, table_notes, write_results
 from cpmobius.eval.scoring import AVG_BENCHMARKS, DEFAULT_K, GRADERS
 from cpmobius.eval.summary import score_run
 from cpmobius.grading import GradingError
+from cpmobius.prompts import ANSWER_FORMATS
 
 DEFAULT_OUT = "outputs/eval"
+# What run.json records about how the responses were made (stated under the results table).
+GENERATION_KEYS = ("sampling", "answer_format", "answer_instruction", "system_prompt", "backend")
+
+
+def generation_of(run_path: Path) -> dict[str, Any]:
+    """The `GENERATION_KEYS` a run's ``run.json`` holds ({} when there is none)."""
+    run = json.loads(run_path.read_text()) if run_path.exists() else {}
+    return {key: run[key] for key in GENERATION_KEYS if key in run}
 
 
 def parse_k(values: Sequence[str], benchmarks: Sequence[str], greedy: bool) -> dict[str, int]:
@@ -148,7 +159,8 @@ def combined_table(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[st
                              metrics=("avg@k",)).split("\n\n")[0].splitlines()
               for i, (label, result) in enumerate(per_model.items())]
     lines = tables[0] + [line for t in tables[1:] for line in t[2:]]
-    notes = [f"{label}: {note}" for label, result in per_model.items() for note in table_notes(result["summary"])]
+    notes = [f"{label}: {note}" for label, result in per_model.items()
+             for note in table_notes(result["summary"]) + [generation_note(result.get("generation") or {})] if note]
     return "\n".join(lines + ["", "Cells: avg@k in percent, [95% bootstrap CI over problems]."] + notes) + "\n"
 
 
@@ -196,15 +208,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="score-only: average benchmarks the completions cover only in part into Avg / OOD Avg")
     p.add_argument("--allow-uneven-k", action="store_true",
                    help="accept problems with different numbers of responses (k = the smallest; n_min/n_max reported)")
-    p.add_argument("--greedy", action="store_true", help="greedy decoding (k defaults to 1)")
+    p.add_argument("--greedy", action="store_true",
+                   help="greedy decoding: temperature 0, top-p 1, repetition penalty 1.0 unless --repetition-penalty "
+                        "is given (k defaults to 1)")
     sampling = p.add_argument_group("sampling (generate mode; the released protocol by default)")
     sampling.add_argument("--temperature", type=float, default=0.7, help="sampling temperature")
     sampling.add_argument("--top-p", type=float, default=0.9, help="nucleus sampling threshold")
-    sampling.add_argument("--repetition-penalty", type=float, default=1.05, help="repetition penalty (1 = none)")
+    sampling.add_argument("--repetition-penalty", type=float, default=None,
+                          help="repetition penalty, 1 = none (default: 1.05 when sampling, the released protocol; "
+                               "1.0 with --greedy)")
     sampling.add_argument("--max-new-tokens", type=int, default=4096, help="most tokens generated per response")
     sampling.add_argument("--seed", type=int, default=0, help="sampling seed")
     sampling.add_argument("--system-prompt", default=None,
                           help="an explicit system turn (default: none given, the chat template's own)")
+    sampling.add_argument("--answer-format", default="auto", choices=ANSWER_FORMATS,
+                          help="the \\boxed{} instruction, as player.answer_format in training: auto appends "
+                               "Qwen2.5-Math evaluation's CoT instruction to the user turn iff the chat template "
+                               "lacks \\boxed (Qwen2.5-Math's has it: nothing added, the released prompt); "
+                               "template: never; append: always (default: auto)")
     engine = p.add_argument_group("engine (generate mode)")
     engine.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf"),
                         help="vllm, HF transformers, or auto: vLLM when importable, else HF")
@@ -260,6 +281,7 @@ def _score_only(args: argparse.Namespace) -> str:
     result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap,
                        benchmark_sizes=sizes, allow_partial=args.allow_partial, allow_uneven=args.allow_uneven_k)
     result["limit"] = limit
+    result["generation"] = generation_of(run_path)
     result["completions"] = [str(p) for p in args.completions]
     out = Path(args.out) if args.out else Path(args.completions[0]).resolve().parent
     return write_results(result, out, paper_rows=paper_rows_for(args.paper_model, run.get("model", "")))
@@ -278,6 +300,7 @@ def _generate(args: argparse.Namespace) -> str:
         result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap,
                            benchmark_sizes=sizes, allow_partial=args.allow_partial, allow_uneven=args.allow_uneven_k)
         result["limit"] = args.limit
+        result["generation"] = generation_of(out / label / "run.json")
         rows_paper = paper_rows_for(args.paper_model, model)
         paper_by_model[label] = rows_paper
         print(write_results(result, out / label, label=label, paper_rows=rows_paper), end="")

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval.data import BENCHMARKS, STOP_STRINGS, encode_prompt
 from cpmobius.jsonl import JSONLineError, json_objects, write_jsonl
+from cpmobius.prompts import resolve_answer_instruction
 
 
 def _load_existing(path: Path, expected: Mapping[str, Mapping[str, int]]) -> dict[str, list[dict[str, Any]]]:
@@ -74,7 +75,8 @@ def _check_run(run_path: Path, run: Mapping[str, Any]) -> None:
     # A run that wrote no responses (e.g. it failed to load the model) leaves nothing to protect.
     if run_path.exists() and completions.exists() and completions.read_text(encoding="utf-8").strip():
         old = json.loads(run_path.read_text())
-        keys = ("model", "sampling", "system_prompt", "source", "limit")
+        old.setdefault("answer_format", "template")  # a run from before --answer-format added nothing
+        keys = ("model", "sampling", "system_prompt", "answer_format", "source", "limit")
         diff = [key for key in keys if old.get(key) != run.get(key)]
         if diff:
             raise ValueError(f"{run_path.parent} holds a run with other {diff} ({ {k: old.get(k) for k in diff} }); "
@@ -95,12 +97,13 @@ def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[
     sampling = SamplingSettings(args.temperature, args.top_p, args.repetition_penalty, args.max_new_tokens,
                                 args.greedy, args.seed)
     run = {"model": model, "label": label, "sampling": sampling.as_dict(), "system_prompt": args.system_prompt,
-           "source": args.source, "limit": args.limit, "k": dict(k), "paper_model": args.paper_model}
+           "answer_format": args.answer_format, "source": args.source, "limit": args.limit, "k": dict(k),
+           "paper_model": args.paper_model}
     _check_run(out / "run.json", run)
     expected = {b: {str(r["id"]): k[b] for r in rows} for b, rows in rows_by_bench.items()}
     path = out / "completions.jsonl"
     done = _load_existing(path, expected)
-    generator = None
+    generator, answer_instruction = None, None
     for bench, rows in rows_by_bench.items():
         if bench in done:
             print(f"[evaluate] {label} {bench}: {len(done[bench])} responses already there, skipped", file=sys.stderr)
@@ -111,10 +114,13 @@ def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[
                                        gpu_memory_utilization=args.gpu_memory_utilization,
                                        max_model_len=args.max_model_len)
             run["backend"] = generator.backend
+            # The \boxed{} instruction as in training (player.answer_format), resolved from this model's template.
+            answer_instruction = resolve_answer_instruction(args.answer_format, generator.tokenizer, args.system_prompt)
+            run["answer_instruction"] = answer_instruction
             (out / "run.json").write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
         start = time.perf_counter()
         # Token ids straight from the chat template: the engine adds no second BOS (Llama-based models).
-        prompts = [encode_prompt(generator.tokenizer, r["problem"], args.system_prompt) for r in rows]
+        prompts = [encode_prompt(generator.tokenizer, r["problem"], args.system_prompt, answer_instruction) for r in rows]
         check_prompts_fit(bench, rows, prompts, getattr(generator, "context_tokens", None))
         outputs = generator.generate([p.token_ids for p in prompts], k[bench], STOP_STRINGS.get(bench, ()),
                                      desc=f"{label} {bench}")

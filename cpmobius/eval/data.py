@@ -326,8 +326,10 @@ def gold_answers(rows: Sequence[Mapping[str, Any]], answer_key: str = "corrected
     return golds
 
 
-def render_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = None) -> str:
-    """The evaluation prompt text of one problem: the model's chat template, one user turn.
+def render_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = None,
+                  answer_instruction: Optional[str] = None) -> str:
+    """The evaluation prompt text of one problem: the model's chat template, one user turn
+    (`cpmobius.prompts.player_prompt`, as in training: ``answer_instruction`` from ``--answer-format``).
 
     Raises:
         ValueError: the tokenizer has no chat template (the released evaluation requires one).
@@ -336,7 +338,7 @@ def render_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = N
 
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("the model's tokenizer has no chat template; the released evaluation prompts through it")
-    return tokenizer.apply_chat_template(player_prompt(problem, system_prompt), tokenize=False,
+    return tokenizer.apply_chat_template(player_prompt(problem, system_prompt, answer_instruction), tokenize=False,
                                          add_generation_prompt=True)
 
 
@@ -348,7 +350,8 @@ class EncodedPrompt:
     token_ids: list[int] = field(default_factory=list)
 
 
-def encode_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = None) -> EncodedPrompt:
+def encode_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = None,
+                  answer_instruction: Optional[str] = None) -> EncodedPrompt:
     """The evaluation prompt of one problem as text and as token ids, both from the chat template.
 
     The ids are `apply_chat_template(..., tokenize=True)`: the template's own special tokens only
@@ -359,8 +362,8 @@ def encode_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = N
     """
     from cpmobius.prompts import player_prompt
 
-    text = render_prompt(tokenizer, problem, system_prompt)
-    ids = tokenizer.apply_chat_template(player_prompt(problem, system_prompt), tokenize=True,
+    text = render_prompt(tokenizer, problem, system_prompt, answer_instruction)
+    ids = tokenizer.apply_chat_template(player_prompt(problem, system_prompt, answer_instruction), tokenize=True,
                                         add_generation_prompt=True)
     if isinstance(ids, Mapping):  # transformers >= 5 returns a BatchEncoding
         ids = ids["input_ids"]

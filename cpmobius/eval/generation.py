@@ -9,14 +9,16 @@ that writes `bos_token` gets exactly one BOS; text would be tokenized again with
 * `HFGenerator`: HF transformers `generate` on CPU or GPU, left-padded batches, a tqdm progress bar.
 
 Sampling (`SamplingSettings`) defaults to the released protocol: T=0.7, top-p 0.9, repetition penalty
-1.05, at most 4096 new tokens. `greedy=True` decodes greedily (T=0): one response is generated
-per prompt and copied k times (`plan_request`), since greedy decoding is deterministic; no engine
-is asked for n>1 at temperature 0.
+1.05, at most 4096 new tokens. `greedy=True` decodes greedily (T=0, top-p 1, and repetition penalty
+1.0 unless one is given): one response is generated per prompt and copied k times (`plan_request`),
+since greedy decoding is deterministic; no engine is asked for n>1 at temperature 0.
 
 The request logic is pure and CPU-testable: `plan_request` (samples asked × copies),
 `vllm_sampling_kwargs`, `vllm_inputs`, `replicate`, `left_pad`.
 
-Departures from the released evaluation (`# CPMöbius:` in code): the released harness expands each
+Departures from the released evaluation (`# CPMöbius:` in code): greedy decoding has no repetition
+penalty unless asked for (the released greedy 7B-Instruct validation inherited 1.05 from its
+sampling settings; issue 16: `--greedy` silently applied 1.05); the released harness expands each
 problem into k parquet rows and samples n=1 per row; we ask for k samples per prompt (`n=k`), which
 draws from the same distribution (greedy: n=1, copied). Seeds are ours (the released run set none),
 so reruns reproduce.
@@ -29,6 +31,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Protocol, Sequence
 
 _LOG = logging.getLogger(__name__)
+# The released evaluation's repetition penalty when sampling (notes/upstream_cpmobius.md §5.1).
+SAMPLED_REPETITION_PENALTY = 1.05
 
 
 @dataclass(frozen=True)
@@ -36,9 +40,10 @@ class SamplingSettings:
     """Decoding settings of an evaluation run (the released protocol by default).
 
     Attributes:
-        temperature: softmax temperature (released 0.7); ignored when `greedy`.
-        top_p: nucleus mass (released 0.9).
-        repetition_penalty: HF/vLLM repetition penalty (released 1.05).
+        temperature: softmax temperature (released 0.7); 0.0 when `greedy` (the value used).
+        top_p: nucleus mass (released 0.9); 1.0 when `greedy`.
+        repetition_penalty: HF/vLLM repetition penalty, 1.0 = none; None (the default) gives
+            `SAMPLED_REPETITION_PENALTY` (released 1.05) when sampling and 1.0 when `greedy`.
         max_new_tokens: response budget in tokens (released 4096).
         greedy: argmax decoding (T=0) instead of sampling.
         seed: RNG seed of the run (ours; the released run set none).
@@ -46,12 +51,18 @@ class SamplingSettings:
 
     temperature: float = 0.7
     top_p: float = 0.9
-    repetition_penalty: float = 1.05
+    repetition_penalty: Optional[float] = None
     max_new_tokens: int = 4096
     greedy: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.repetition_penalty is None:
+            # CPMöbius: greedy means greedy; the released sampling protocol's 1.05 only when sampling.
+            object.__setattr__(self, "repetition_penalty", 1.0 if self.greedy else SAMPLED_REPETITION_PENALTY)
+        if self.greedy:  # the values decoding uses, so that run.json and the report state them
+            object.__setattr__(self, "temperature", 0.0)
+            object.__setattr__(self, "top_p", 1.0)
         if not self.greedy and self.temperature <= 0:
             raise ValueError(f"temperature must be > 0 when sampling (got {self.temperature}); use greedy")
         if not 0 < self.top_p <= 1:

@@ -157,6 +157,25 @@ def disagreement_markdown(rows: Sequence[Mapping[str, Any]], names: tuple[str, s
     return "\n".join(lines) + "\n"
 
 
+def generation_note(run: Mapping[str, Any]) -> Optional[str]:
+    """One line stating how the responses were generated: the decoding values the run used and its
+    answer-format instruction (from its ``run.json``), or None when the run recorded no sampling."""
+    s = run.get("sampling")
+    if not s:
+        return None
+    decoding = ("greedy (temperature 0, top-p 1.0)" if s.get("greedy")
+                else f"sampled (temperature {s.get('temperature')}, top-p {s.get('top_p')}, seed {s.get('seed')})")
+    line = (f"Generation: {decoding}, repetition penalty {s.get('repetition_penalty')}, "
+            f"at most {s.get('max_new_tokens')} new tokens")
+    if "answer_format" in run:
+        instruction = run.get("answer_instruction")
+        line += f"; answer format {run['answer_format']}" + (f' (appended: "{instruction}")' if instruction else
+                                                              " (nothing appended)")
+    if run.get("system_prompt"):
+        line += f'; system prompt "{run["system_prompt"]}"'
+    return line + "."
+
+
 def write_results(result: Mapping[str, Any], out_dir: str | Path, label: str = "ours",
                   paper_rows: Optional[Mapping[str, Mapping[str, float]]] = None) -> str:
     """Write results.json, results.md (and grader_disagreements.md with a comparison); return the table."""
@@ -164,6 +183,9 @@ def write_results(result: Mapping[str, Any], out_dir: str | Path, label: str = "
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     table = markdown_table(result["summary"], label=label, paper_rows=paper_rows)
+    note = generation_note(result.get("generation") or {})
+    if note:
+        table += f"\n{note}\n"
     if "other_summary" in result:
         table += (f"\nSame completions, grader={result['other_grader']} (answer_key={result['answer_key']}):\n\n"
                   + markdown_table(result["other_summary"], label=result["other_grader"], metrics=("avg@k",)))

@@ -127,8 +127,8 @@ def measure_coach_validity(
     Samples ``count`` responses to the Coach prompt (`cpmobius.prompts.coach_prompt`, the chat template
     of the checkpoint's tokenizer) with the Coach's rollout temperature and response length, directly
     with HF transformers on the CPU (a diagnostic; the loop samples through verl), and judges each with
-    `cpmobius.coach.find_problem_fault` exactly as `propose_problems` does (a response that hits the
-    length limit is "truncated").
+    `cpmobius.coach.read_problem` exactly as `propose_problems` does (chat wrapping cut off, then
+    validated; a response that hits the length limit is "truncated").
 
     Returns:
         ``(valid_frac, rejected)``: the accepted share and the count of each rejection reason.
@@ -138,7 +138,7 @@ def measure_coach_validity(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from cpmobius.coach import find_problem_fault
+    from cpmobius.coach import read_problem
     from cpmobius.engine.config import policy_config
     from cpmobius.engine.stop_tokens import stop_token_ids
     from cpmobius.prompts import coach_prompt
@@ -165,7 +165,7 @@ def measure_coach_validity(
             end = next((i for i, token in enumerate(ids) if token in stops), None)
             finished = end is not None
             ids = ids[:end] if finished else ids
-            fault = find_problem_fault(tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings)
+            fault = read_problem(tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings).reject_reason
             rejected[fault or "valid"] += 1
     valid = rejected.pop("valid", 0)
     return valid / count, dict(rejected)

@@ -1,0 +1,208 @@
+"""Stage 1, Coach generation: how a chat model's response becomes a problem text (used by `cpmobius.coach`).
+
+A chat-tuned Coach wraps its problem in talk to the user: a preamble ("Sure, here's a valid math
+problem:", a "**Problem:**" heading) and a closing remark ("I hope this helps!", "Let me know if you
+need the solution."). Issue 16 (Qwen2.5-Coder-0.5B-Instruct as Coach): 47 of 60 responses carried such
+a preamble, 34 of them held a valid problem once it was removed. It also refuses ("I'm sorry, but as
+an AI language model, I can't ...?") and answers its own problem ("Surely, here's ... the sum ... is
+55."); both used to pass as valid because they end with "?" or hold a question word.
+
+Departures from the released code (`# CPMöbius:`): the released code sends the whole response,
+preamble and all, to the Player. Here the preamble and the closing remark are cut off
+(`extract_problem`), and the text sent to the Player and archived is what remains; refusals
+(`is_refusal`) and problems followed by their solution (`is_worked_solution`) are rejected. The Coach's
+REINFORCE update still uses the whole response it generated (its tokens are unchanged).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Interjections that open a chat answer: "Sure,", "Certainly!", "Of course.", "Okay -".
+_INTERJECTION = re.compile(
+    r"^\s*(?:sure(?:ly)?|certainly|of\s+course|absolutely|okay|ok|alright|all\s+right|great|no\s+problem|yes|happy\s+to\s+help)"
+    r"\s*(?:[,!.:;\u2014-]+|\s(?=here|i\b|i'|let|below|this|the\s+following))\s*",
+    re.IGNORECASE,
+)
+# A sentence presenting what follows ("here's a valid math problem:", "I'll create a problem for
+# you.", "Below is one:"): it must name what it presents, and carry no mathematics itself.
+_PRESENTER = re.compile(
+    r"^\s*(?:here(?:'s|\u2019s|\s+is)|below\s+is|"
+    r"(?:i(?:'ll|\u2019ll|\s+will|\s+can|'d|\s+would)|let\s+me)\s+(?:be\s+happy\s+to\s+|gladly\s+)?"
+    r"(?:give|generate|create|write|provide|offer|share|come\s+up\s+with|make|pose|present|propose))\b"
+    r"(?P<body>[^\n:.!?$=\\]{0,100}?)\s*(?P<end>:|\.|!|\n|$)\s*",
+    re.IGNORECASE,
+)
+_NOUN = r"\b(?:problems?|questions?|exercises?|puzzles?|challenges?|ones?|examples?|tasks?|riddles?)\b"
+_PRESENTED = re.compile(_NOUN, re.IGNORECASE)
+# Ended by "." or "!" rather than ":", the presenter must end with its noun ("Here's a problem for
+# you to solve."), so that "Here is a problem where you roll two dice." keeps its content.
+_PRESENTED_END = re.compile(
+    _NOUN + r"(?:\s+(?:for\s+you|to\s+(?:solve|try)|you\s+can\s+(?:try|solve)|(?:for\s+you\s+)?to\s+(?:solve|try|practice)))*\s*$",
+    re.IGNORECASE,
+)
+# A heading naming the problem: "**Problem:**", "### Math Problem", "Problem statement:", "Question:".
+_HEADING = re.compile(
+    r"^\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*(?:(?:valid|new|sample|example|math(?:ematical|s)?|word|practice|your)\s+)*"
+    r"(?:problem|question|exercise|puzzle|challenge)(?:\s+statement)?\s*(?:\*\*|__)?\s*(?::|\n|$)\s*(?:\*\*|__)?\s*",
+    re.IGNORECASE,
+)
+_RULE = re.compile(r"^\s*(?:-{3,}|\*{3,}|_{3,})\s*(?:\n|$)|\n\s*(?:-{3,}|\*{3,}|_{3,})\s*$")
+# Closing remarks addressed to the user, from their first word to the end of the response.
+_CLOSING = re.compile(
+    r"(?:^|(?<=[.!?:)\]$])\s+|\n\s*)(?:\(\s*)?"
+    r"(?:i\s+hope\s+(?:this|that|you)|hope\s+(?:this|that|you)|let\s+me\s+know|feel\s+free|don'?t\s+hesitate|"
+    r"good\s+luck|enjoy\b|have\s+fun|happy\s+(?:solving|problem|calculating|math)|"
+    r"if\s+you(?:'d|\s+would)?\s+(?:need|want|like)\b[^\n]*?\b(?:help|hint|solution|answer|explanation|assistance|another|more)\b|"
+    r"if\s+you\s+have\s+any\s+(?:questions|trouble|doubts)|"
+    r"can\s+you\s+(?:solve|figure|find|work)\s+(?:it|this|that)\b[^\n]*?\?\s*$|"
+    r"this\s+(?:problem|question|exercise)\s+(?:tests?|requires?|involves?|combines?|is\s+(?:designed|a\s+good|an?\s+example|"
+    r"suitable|appropriate|great|classic)|can\s+be\s+solved|will\s+(?:help|test|challenge)|checks?|covers?|practices?|assesses?|helps?)\b)"
+    r"[^\n]*(?:\n[^\n]*)*$",
+    re.IGNORECASE,
+)
+
+# A refusal of the task, wherever it appears: an apology, "as an AI", "I can't <do that>".
+_REFUSAL = re.compile(
+    r"\b(?:i'?m|i\s+am)\s+(?:so\s+|very\s+|really\s+)?(?:sorry|afraid|unable|not\s+able)\b"
+    r"|\bi\s+apologi[sz]e\b|\bas\s+an?\s+(?:ai|artificial\s+intelligence|language\s+model)\b"
+    r"|\b(?:sorry|unfortunately),?\s+(?:but\s+)?(?:i|as\s+an)\b"
+    r"|\bi\s+(?:can(?:no|'|\u2019)?t|cannot|won'?t|will\s+not|am\s+not\s+able\s+to|'m\s+not\s+able\s+to)\s+"
+    r"(?:generate|create|provide|help|assist|do|write|comply|fulfil+|answer|produce|give|complete|make)\b",
+    re.IGNORECASE,
+)
+# Asking the user back instead of writing a problem (recorded from Qwen2.5-Coder-0.5B-Instruct at the
+# Coach's T=0.9: "Could you please provide me with a specific math problem that you'd like me to
+# generate?", "What type of math problem are you looking for?", "Please provide the problem
+# description so that I can create a valid one."). Each names the task itself (a problem, details, a
+# topic), so that a problem's own "Please provide your answer as a fraction." is not matched.
+_TASK_NOUN = r"(?:(?:a|the|some|more|any|your)\s+)?(?:(?:specific|more|particular|math(?:ematical|s)?|valid)\s+){0,3}" \
+    r"(?:problems?|questions?|details?|topics?|information|description|context|type|kind|requirements?|instructions?)\b"
+_ASKS_USER = re.compile(
+    r"\b(?:(?:could|would|can|will)\s+you\s+(?:please\s+)?|please\s+)"
+    r"(?:provide|give|tell|share|specify|clarify|describe|send)\s+(?:me\s+)?(?:with\s+)?" + _TASK_NOUN
+    + r"|\b(?:what|which)\s+(?:type|kind|sort|level|topic|area|difficulty)s?\s+of\s+(?:(?:math(?:ematical|s)?|word)\s+)?"
+    r"(?:problems?|questions?|exercises?)\s+(?:are|would|do|did|should)\s+you\b"
+    r"|\byou(?:'d|\u2019d|\s+would)\s+like\s+me\s+to\s+(?:generate|create|write|make|come\s+up|help|provide)\b"
+    r"|\b(?:problems?|questions?)\s+(?:are|were)\s+you\s+looking\s+for\b",
+    re.IGNORECASE,
+)
+# A worked solution: a sentence that starts solving ("To solve this, we", "Let's calculate",
+# "Step 1:", "Therefore, the sum ...") ...
+_SOLVING = re.compile(
+    r"(?:^|(?<=[.!?:])\s+|\n\s*)(?:\*\*)?(?:"
+    r"to\s+(?:solve|find|calculate|compute|determine|answer|work\s+out)\s+(?:this|the|it)\b[^.?!\n]*,\s*(?:we|you|let|first|i)\b"
+    r"|let(?:'s|\s+us)\s+(?:solve|calculate|compute|find|break|work|add|multiply|substitute|simplify|check|(?:start|begin)\s+by)\b"
+    r"|step\s*1\s*[:.)]|first,?\s+(?:we|let's)\b"
+    r"|we\s+(?:can|get|need\s+to|will|first)\s+(?:use|solve|find|calculate|compute|apply|substitute|add|multiply|simplify|obtain|get)\b"
+    r"|(?:therefore|thus|hence),?\s+(?:the|we|x|it|this)\b|so,?\s+the\s+(?:answer|result|sum|total|value|product)\b"
+    r"|substituting\b|plugging\b)",
+    re.IGNORECASE,
+)
+# ... or, after the question, a sentence asserting a value ("The sum ... is 55.", "... = 55").
+_VALUE_CLAIM = re.compile(
+    r"(?:\b(?:is|are|equals?|was|will\s+be|gives?|makes?)\b|=)\s*:?\s*\$?\\?[(\[]?\s*-?\d[\d,]*(?:\.\d+)?\s*(?:\\[)\]])?\s*\$?\s*[.!]?\s*$",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """A Coach response with its chat wrapping cut off.
+
+    Attributes:
+        text: the problem text (stripped); "" when nothing but wrapping was there.
+        removed: what was cut, in order, each of "preamble", "heading", "closing".
+    """
+
+    text: str
+    removed: tuple[str, ...] = ()
+
+
+def _strip_opening(text: str) -> tuple[str, tuple[str, ...]]:
+    removed: list[str] = []
+    for _ in range(4):  # "Sure! Here's one:\n\n**Problem:** ..." has three layers
+        before = text
+        match = _INTERJECTION.match(text)
+        if match:
+            text, removed = text[match.end():], removed + ["preamble"]
+        match = _PRESENTER.match(text)
+        if match and _PRESENTED.search(match.group("body")) and (
+            match.group("end") in (":", "\n", "") or _PRESENTED_END.search(match.group("body"))
+        ):
+            text, removed = text[match.end():], removed + ["preamble"]
+        match = _HEADING.match(text) or _RULE.match(text)
+        if match:
+            text, removed = text[match.end():], removed + ["heading"]
+        if text == before:
+            break
+    return text, tuple(dict.fromkeys(removed))
+
+
+def extract_problem(response: str) -> Extraction:
+    """Cut a chat model's preamble, problem heading and closing remark off a Coach response.
+
+    # CPMöbius: the released code uses the response verbatim (issue 16: a real chat Coach opens with
+    "Sure, here's a valid math problem:" or closes with "I hope this helps!").
+
+    Args:
+        response: the Coach response, decoded without special tokens.
+
+    Returns:
+        An `Extraction`: ``text`` is what remains, stripped (a response with no wrapping comes back
+        unchanged but stripped); ``removed`` names what was cut ("preamble", "heading", "closing").
+        An interjection or presenter sentence is cut only from the start and only when it names
+        what it presents ("here's a problem:", not "Here is a sequence: 2, 4, 8, ..."); a closing
+        remark runs from its first word to the end of the response.
+    """
+    text, removed = _strip_opening(response.strip())
+    match = _CLOSING.search(text)
+    if match:
+        text, removed = text[: match.start()], removed + ("closing",)
+    text = _RULE.sub("", text.strip()).strip()
+    # A problem set in quotes or bold by the presenter: "Here's one: \"What is 2 + 3?\"".
+    for left, right in (('"', '"'), ("\u201c", "\u201d"), ("**", "**")):
+        inner = text[len(left): -len(right)] if len(text) > len(left) + len(right) else ""
+        if text.startswith(left) and text.endswith(right) and left not in inner and right not in inner:
+            text = inner.strip()
+    return Extraction(text, removed)
+
+
+def is_refusal(text: str) -> bool:
+    """Whether the response declines the task ("I'm sorry, but as an AI language model, I can't ...").
+
+    Checked on the whole response, wherever the refusal stands (issue 16: one ended with "?" and
+    passed as a problem).
+    """
+    return bool(_REFUSAL.search(text))
+
+
+def asks_user(text: str) -> bool:
+    """Whether the response asks the user for the problem (or its kind) instead of writing one.
+
+    Checked on the whole response, like a refusal: "Sure! What type of math problem are you looking
+    for?" ends with "?" and would pass as a problem (4 of 16 responses of Qwen2.5-Coder-0.5B-Instruct
+    as Coach, recorded on a CPU at T=0.9, asked back).
+    """
+    return bool(_ASKS_USER.search(text))
+
+
+def is_worked_solution(text: str) -> bool:
+    """Whether the problem is followed by (part of) its own solution or answer.
+
+    Two kinds (issue 16, "Surely, here's ... the sum ... is 55."): a sentence that starts solving
+    ("To solve this, we ...", "Let's calculate", "Step 1:", "Therefore, the ...", "We can use ..."),
+    anywhere; or, after the first question mark, a sentence that ends by asserting a number ("The sum of
+    the first 10 positive integers is 55.", "... = 55"). Data stated before the question ("The sum of
+    two numbers is 55. What are they?") is not a solution. Answer headings and boxed answers are
+    ``leaks_answer`` (`cpmobius.coach`), checked first.
+    """
+    if _SOLVING.search(text):
+        return True
+    question_end = text.find("?")
+    if question_end < 0:
+        return False
+    after = text[question_end + 1:]
+    return any(_VALUE_CLAIM.search(sentence.strip()) for sentence in _SENTENCE_END.split(after) if sentence.strip())

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# A measured CPMöbius run with a real model on one lent GPU machine (no network, <= 10 min a call),
+# in one burst of calls started straight after each other (an idle machine goes back after 30 s).
+#
+# Here, once: build `.whl` (../shared/tools/make_device_bundle.sh .whl, plus the `gguf` wheel),
+# `.vllm_parts` (../shared/tools/make_vllm_parts.sh), `.vllm_extras` (scripts/device/make_vllm_extras.sh),
+# `.evaldata/eval/<name>/<name>.jsonl` (the benchmark files) and the model's assembled GGUF file split
+# into 60 MiB chunks: `split -b 62914560 -d -a 2 <file>.gguf .models/<name>.gguf.part`.
+#
+#   calls 1..k   carry [one chunk]             bash scripts/device/real_model_run.sh stage <chunk>
+#   call         carry [.whl, .vllm_extras]     bash scripts/device/vllm_check.sh --install-only
+#   call         carry [last vLLM part, .vllm_parts/SHA256SUM, .vllm_parts/install_vllm.sh, .evaldata]
+#                                               bash scripts/device/real_model_run.sh start
+#   calls        (nothing carried)              bash scripts/device/real_model_run.sh poll 540
+#   last call                                   bash scripts/device/real_model_run.sh finish
+#
+# `start` installs vLLM, assembles and converts the model (python -m cpmobius.models convert), then
+# starts in the background (setsid, so they outlive the call) one pipeline — the training loop, then
+# the merge of its last Player checkpoint into a HF folder (verl's model merger), then that model's
+# evaluation with the same settings as the base — and, beside it, the evaluation of the base model;
+# `poll` waits, printing the step table as it grows; `finish` packs logs, metrics, problem archive,
+# result tables and the evaluations' completions (scored here if the GPU machine did not finish)
+# into $OUT/real_run.tar.gz. Knobs (environment): MODEL (cpmobius.models name), PRESET (model=...),
+# STEPS, VAL_SET / VAL_SIZE (the Δt validation set: MATH-500's first 100 by default, since the base
+# model's AMC accuracy, ~5 %, makes Δt on 83 problems mostly noise), RUN_ARGS (more Hydra overrides),
+# EVAL_ARGS (cpmobius.eval options).
+set -uo pipefail
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 VLLM_USE_FLASHINFER_SAMPLER=0
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-/tmp/cpmobius_gpu_out}; mkdir -p "$OUT"
+MODEL=${MODEL:-qwen2.5-coder-0.5b}
+PRESET=${PRESET:-qwen2p5_coder_0p5b}
+STEPS=${STEPS:-10}
+WORK=/root/real_run
+STAGE=/root/stage
+export CPMOBIUS_CACHE=/root/cache CPMOBIUS_DATA_DIR=$WORK/data
+EVAL_ARGS=${EVAL_ARGS:---benchmarks aime24 aime25 amc math500 minerva_math olympiadbench --k aime24=8 aime25=8 amc=4 math500=2 minerva_math=2 olympiadbench=2 --max-new-tokens 1024 --temperature 0.6 --top-p 1.0 --seed 0 --backend vllm}
+
+env_setup() {
+  export PYTHONPATH=/tmp/site:$PWD
+  # shellcheck disable=SC1091
+  [ -f /tmp/vsite.env ] && source /tmp/vsite.env
+}
+
+show_steps() {  # the step table as the driver prints it, and the last lines of the log
+  [ -f $WORK/train.log ] || { echo "no training log yet"; return; }
+  grep -E "^ *(step|[0-9]+) " $WORK/train.log | tail -25
+  echo "--- last lines of the training log:"; tail -n 6 $WORK/train.log
+  [ -f $WORK/pipeline.log ] && { echo "--- pipeline:"; cat $WORK/pipeline.log; }
+  for f in $WORK/eval_*.log; do [ -f "$f" ] && { echo "--- $f:"; tail -n 4 "$f"; }; done
+  nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
+}
+
+case "${1:-}" in
+stage)
+  shift; mkdir -p $STAGE
+  for f in "$@"; do mv "$f" $STAGE/ && echo "staged $(basename "$f") ($(du -m $STAGE/$(basename "$f") | cut -f1) MiB)"; done ;;
+
+start)
+  start=$(date +%s)
+  if [ ! -f /tmp/vsite.env ]; then
+    export PYTHONPATH=/tmp/site:$PWD
+    bash .vllm_parts/install_vllm.sh || { echo "vLLM install failed"; exit 4; }
+    if ls /tmp/vllm_extras/*.whl >/dev/null 2>&1; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/vsite /tmp/vllm_extras/*.whl || exit 4
+    fi
+  fi
+  env_setup
+  echo "install: $(( $(date +%s) - start )) s"
+  mkdir -p $WORK/data && cp -r .evaldata/eval $WORK/data/
+  cat $STAGE/*.gguf.part* > $WORK/model.gguf && rm -f $STAGE/*.gguf.part*
+  t=$(date +%s)
+  python3 -m cpmobius.models convert --gguf $WORK/model.gguf --name "$MODEL" || { echo "convert failed"; exit 5; }
+  echo "convert: $(( $(date +%s) - t )) s"
+  base=$(python3 -m cpmobius.models path "$MODEL") || exit 5
+  rm -f $WORK/model.gguf
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 1000 > $WORK/gpu_mem.csv 2>/dev/null &
+  # One background pipeline (setsid: it outlives this call): the loop, then the merge of its last Player
+  # checkpoint and the trained model's evaluation, so no call boundary decides what gets measured. The
+  # base model's evaluation runs beside the loop on a small share of the GPU (the loop's engines size
+  # their KV cache from what is free when they start, so it starts 20 s later).
+  setsid nohup bash "$0" pipeline > $WORK/pipeline.log 2>&1 < /dev/null &
+  sleep 20
+  # shellcheck disable=SC2086
+  setsid nohup python3 -m cpmobius.eval --model "$base" --label base --gpu-memory-utilization 0.15 \
+    --data-dir $WORK/data/eval --out $WORK/eval_base $EVAL_ARGS > $WORK/eval_base.log 2>&1 < /dev/null &
+  echo "started at $(date +%T): training loop ($STEPS steps) → merge → trained evaluation, and base evaluation; $(( $(date +%s) - start )) s"
+  sleep 30; show_steps ;;
+
+pipeline)  # started by `start`; not meant to be called by hand
+  env_setup
+  t=$(date +%s)
+  # shellcheck disable=SC2086
+  python3 -m cpmobius.main model=$PRESET backend=vllm trainer.total_training_steps=$STEPS \
+    trainer.default_local_dir=$WORK/run trainer.save_freq=2 trainer.max_actor_ckpt_to_keep=1 \
+    validation.dataset=${VAL_SET:-math500} validation.size=${VAL_SIZE:-100} validation.data_dir=$WORK/data \
+    ${RUN_ARGS:-} > $WORK/train.log 2>&1 < /dev/null
+  echo "loop: exit $? in $(( $(date +%s) - t )) s"
+  step=$(cat $WORK/run/latest_checkpointed_iteration.txt 2>/dev/null)
+  [ -n "$step" ] || { echo "no Player checkpoint to evaluate"; exit 1; }
+  t=$(date +%s)
+  python3 -m verl.model_merger merge --backend fsdp --local_dir $WORK/run/global_step_$step/player \
+    --target_dir $WORK/hf_player > $WORK/merge.log 2>&1 || { echo "merge failed: $WORK/merge.log"; exit 1; }
+  echo "merged step $step: $(( $(date +%s) - t )) s"
+  t=$(date +%s)
+  # shellcheck disable=SC2086
+  python3 -m cpmobius.eval --model $WORK/hf_player --label "trained-step$step" --gpu-memory-utilization 0.5 \
+    --data-dir $WORK/data/eval --out $WORK/eval_trained $EVAL_ARGS > $WORK/eval_trained.log 2>&1
+  echo "trained evaluation: exit $? in $(( $(date +%s) - t )) s" ;;
+
+poll)
+  env_setup
+  end=$(( $(date +%s) + ${2:-540} ))
+  while [ "$(date +%s)" -lt $end ]; do
+    grep -q "trained evaluation: exit\|no Player checkpoint\|merge failed" $WORK/pipeline.log 2>/dev/null && break
+    sleep 15
+  done
+  show_steps ;;
+
+finish)  # collect what there is; the loop is stopped first if it still runs (its last checkpoint is evaluated
+         # only by the pipeline, so call `finish` once `poll` shows "trained evaluation: exit")
+  env_setup
+  pgrep -f "cpmobius.main" >/dev/null && { pkill -TERM -f "cpmobius.main"; sleep 20; }
+  echo "peak GPU memory in use: $(sort -n $WORK/gpu_mem.csv | tail -1) MiB"
+  python3 -m cpmobius.run_report $WORK/run --problems 10 --out $WORK/run_report.md && cp $WORK/run_report.md "$OUT/"
+  for d in eval_base eval_trained; do [ -f $WORK/$d/results.md ] && cp $WORK/$d/results.md "$OUT/$d.md"; done
+  # The evaluations' completions come back too (gzip makes them a few MiB): whatever the GPU machine did
+  # not finish scoring is scored here with `python -m cpmobius.eval --completions ...`.
+  (cd $WORK && tar czf "$OUT/real_run.tar.gz" --exclude='*/global_step_*' --exclude='*/best_player' --exclude='*.safetensors' \
+     train.log pipeline.log eval_*.log merge.log gpu_mem.csv run_report.md run eval_base eval_trained 2>/dev/null)
+  ls -l "$OUT"; show_steps ;;
+
+*) echo "usage: $0 stage FILE... | start | poll [SECONDS] | finish"; exit 2 ;;
+esac

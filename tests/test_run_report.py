@@ -1,0 +1,46 @@
+"""python -m cpmobius.run_report: a run folder as Markdown tables (hand-written run, known values)."""
+
+from __future__ import annotations
+
+import json
+
+from cpmobius import run_report
+
+
+def write_run(root):
+    rows = [
+        {"step": 0, "data": {"val/accuracy": 0.25, "timing_s/validation": 3.0}},
+        {"step": 1, "data": {"val/accuracy": 0.5, "val/delta_t": 0.25, "filter/kept": 1, "filter/quota": 2,
+                             "filter/attempts": 3, "coach/valid_frac": 0.5, "coach/rejected/chatter": 2,
+                             "coach/rejected/refusal": 1, "coach/rejected/empty": 0, "timing_s/step": 9.5}},
+        {"step": 1, "data": {"val/accuracy": 0.375, "val/delta_t": 0.125}},  # a resumed run logs step 1 again
+    ]
+    (root / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (root / "problems").mkdir()
+    archive = [
+        {"step": 1, "text": "What is 2 | 3?", "valid": True, "kept": True, "pass_rate": 0.5, "pseudo_label": "5",
+         "pseudo_label_correct": True},
+        {"step": 1, "text": "Sure!", "valid": False, "reject_reason": "chatter", "kept": False},
+        {"step": 1, "text": "I'm sorry", "valid": False, "reject_reason": "refusal", "kept": False},
+        {"step": 1, "text": "Hi", "valid": False, "reject_reason": "chatter", "kept": False},
+    ]
+    (root / "problems" / "step_000001.jsonl").write_text("\n".join(json.dumps(r) for r in archive) + "\n")
+
+
+def test_the_report_holds_the_runs_numbers(tmp_path):
+    write_run(tmp_path)
+    text = run_report.render(tmp_path, problems=3)
+    step_rows = [line for line in text.splitlines() if line.startswith("| 0 |") or line.startswith("| 1 |")]
+    assert step_rows[0].split(" | ")[1] == "0.250"
+    cells = step_rows[1].split(" | ")
+    assert cells[1:7] == ["0.375", "+12.5", "1/2", "3", "0.50", "chatter 2, refusal 1"]  # the last row of step 1 wins
+    assert "| chatter | 2 | 50.0% |" in text and "| valid | 1 | 25.0% |" in text
+    assert "| 1 | What is 2 \\| 3? | 0.50 | 5 | yes |" in text
+
+
+def test_cli_writes_the_file_and_a_missing_run_is_one_line_exit_2(tmp_path, capsys):
+    write_run(tmp_path)
+    assert run_report.main([str(tmp_path), "--out", str(tmp_path / "r.md")]) == 0
+    assert (tmp_path / "r.md").read_text() == run_report.render(tmp_path)
+    assert run_report.main([str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
