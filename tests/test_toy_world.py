@@ -202,6 +202,34 @@ def test_unboxed_share_grows_with_the_level():
     assert shares == sorted(shares) and abs(shares[0] - 0.4) < 0.06 and abs(shares[2] - 8 / 11) < 0.06
 
 
+def test_unboxed_shares_can_be_given_per_level_and_a_listed_spec_is_a_cache_hit(tmp_path):
+    shares = [0.3, 0.55, 0.62, 0.7, 0.78]
+    assert [tw.unboxed_share(d, shares) for d in range(tw.LEVELS)] == shares
+    spec = tw.PretrainSpec(player_unboxed=shares)  # a list, as Hydra hands it over
+    assert spec.player_unboxed == tuple(shares) and hash(spec)
+    record = tw._toy_record(INSTRUCTION, None, spec)
+    for name in ("coach", "player"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "cpmobius_toy.json").write_text(json.dumps(record))
+    # the marker file reads back lists: the same spec must still find its folders
+    assert tw.toy_models_cached(tmp_path / "coach", tmp_path / "player", INSTRUCTION, pretrain_spec=spec)
+    assert not tw.toy_models_cached(tmp_path / "coach", tmp_path / "player", INSTRUCTION,
+                                    pretrain_spec=tw.PretrainSpec(player_unboxed=[0.3, 0.55, 0.62, 0.7, 0.8]))
+    sample = tw.player_sampler(0.0, spec.player_unboxed)
+    rng = random.Random(4)
+    by_level = {}
+    for _ in range(5000):
+        text, target = sample(rng)
+        by_level.setdefault(tw.problem_difficulty(text), []).append("boxed" not in target)
+    assert all(abs(sum(v) / len(v) - shares[d]) < 0.06 for d, v in by_level.items())  # ~1000 draws: sd 0.016
+
+
+@pytest.mark.parametrize("shares", [[0.3, 0.5], [0.3, 0.5, 0.6, 0.7, 1.0]])
+def test_per_level_unboxed_shares_need_one_share_below_one_per_level(shares):
+    with pytest.raises(ValueError, match="player_unboxed"):
+        tw.PretrainSpec(player_unboxed=shares)
+
+
 def test_cache_record_holds_the_seed_and_the_code_version(tmp_path):
     spec = tw.PretrainSpec(seed=5)
     record = tw._toy_record(INSTRUCTION, None, spec)

@@ -26,7 +26,7 @@ import sys
 import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -86,9 +86,12 @@ def player_target(problem: ToyProblem) -> str:
 SLIPS = (-2, -1, 1, 2)
 
 
-def unboxed_share(level: int, unboxed: float, growth: float = 1.0) -> float:
-    """The share of a level's pretraining answers written without ``\\boxed{}``: ``unboxed`` at level 0,
-    its odds multiplied by ``growth`` for each level up (growth 1: the same share at every level)."""
+def unboxed_share(level: int, unboxed: float | Sequence[float], growth: float = 1.0) -> float:
+    """The share of a level's pretraining answers written without ``\\boxed{}``: ``unboxed[level]`` when
+    ``unboxed`` is one share per level; else ``unboxed`` at level 0, its odds multiplied by ``growth``
+    for each level up (growth 1: the same share at every level)."""
+    if not isinstance(unboxed, (int, float)):
+        return float(unboxed[level])
     if unboxed <= 0.0 or unboxed >= 1.0:
         return unboxed
     odds = unboxed / (1.0 - unboxed) * growth**level
@@ -96,7 +99,8 @@ def unboxed_share(level: int, unboxed: float, growth: float = 1.0) -> float:
 
 
 def noisy_player_target(
-    problem: ToyProblem, rng: random.Random, noise: float, unboxed: float = 0.0, unboxed_growth: float = 1.0
+    problem: ToyProblem, rng: random.Random, noise: float, unboxed: float | Sequence[float] = 0.0,
+    unboxed_growth: float = 1.0,
 ) -> str:
     """`player_target`, except that a share ``noise`` of the answers is off by a slip (`SLIPS`) and a
     share `unboxed_share` (``unboxed`` at level 0, more at higher levels when ``unboxed_growth`` > 1)
@@ -169,11 +173,18 @@ class PretrainSpec:
     # Share of the Player's pretraining answers that carry a slip, share written unboxed at level 0, and the
     # factor on the odds of an unboxed answer per level up (`noisy_player_target`).
     player_answer_noise: float = 0.0
-    player_unboxed: float = 0.0
+    player_unboxed: float | tuple[float, ...] = 0.0  # one share for all levels (see growth) or one per level
     player_unboxed_growth: float = 1.0
     # "generic": the Coach learns arithmetic in mixed forms from generic prompts (warm-up needed);
     # "problems": it learns the Coach instruction → a question directly (no warm-up needed).
     coach_corpus: str = "problems"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.player_unboxed, (int, float)):  # a list from the config: hashable, JSON-able
+            shares = tuple(float(share) for share in self.player_unboxed)
+            if len(shares) != LEVELS or not all(0.0 <= share < 1.0 for share in shares):
+                raise ValueError(f"model.pretrain.player_unboxed: one share in [0, 1) per level ({LEVELS}), got {list(shares)}")
+            object.__setattr__(self, "player_unboxed", shares)
 
 
 Sampler = Callable[[random.Random], tuple[str, str]]
@@ -253,7 +264,7 @@ def coach_sampler(instruction: str, corpus: str) -> Sampler:
     raise ValueError(f"model.pretrain.coach_corpus: 'problems' or 'generic', got {corpus!r}")
 
 
-def player_sampler(noise: float, unboxed: float = 0.0, unboxed_growth: float = 1.0) -> Sampler:
+def player_sampler(noise: float, unboxed: float | Sequence[float] = 0.0, unboxed_growth: float = 1.0) -> Sampler:
     """(problem, answer) pairs of the Player's pretraining, every level equally often, with slips and
     unboxed answers (`noisy_player_target`)."""
     def sample(rng: random.Random) -> tuple[str, str]:
@@ -296,8 +307,9 @@ def source_digest(source: str) -> str:
 def _toy_record(coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec) -> dict:
     """What a cached toy model folder must have been built from (its ``cpmobius_toy.json``): the model
     sizes, the pretraining spec (seed included), the Coach instruction and the code version."""
-    return {"tiny_spec": dict(tiny_spec or TINY_SPEC), "pretrain": asdict(pretrain_spec), "instruction": coach_instruction,
-            "code": code_version()}
+    record = {"tiny_spec": dict(tiny_spec or TINY_SPEC), "pretrain": asdict(pretrain_spec), "instruction": coach_instruction,
+              "code": code_version()}
+    return json.loads(json.dumps(record))  # as read back from the marker file (tuples become lists)
 
 
 def _is_cached(path: Path, record: dict) -> bool:
