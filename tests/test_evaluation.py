@@ -139,6 +139,52 @@ def test_avg_and_ood_avg_from_per_benchmark_numbers():
     assert missing["Avg"]["avg@k"] is None and missing["OOD Avg"]["avg@k"] == pytest.approx(50.0)
 
 
+@pytest.mark.parametrize("validation_set,left_out", [("amc", "amc"), ("math500", "math500"), ("aime24", "aime24")])
+def test_ood_avg_leaves_out_the_validation_set(validation_set, left_out):
+    # avg@k per benchmark (AVG_CASE): aime24 100, aime25 0, amc 100, math500 100, minerva 50, olympiad 0.
+    per_bench = {"aime24": 100, "aime25": 0, "amc": 100, "math500": 100, "minerva_math": 50, "olympiadbench": 0}
+    s = summarise(_synthetic(AVG_CASE), n_boot=50, validation_set=validation_set)
+    others = [b for b in AVG_BENCHMARKS if b != left_out]
+    assert s["OOD Avg"]["benchmarks"] == others and s["OOD Avg"]["validation_set"] == validation_set
+    # math500: (100 + 0 + 100 + 50 + 0) / 5 = 50.0 (AMC back in); amc: (100 + 0 + 100 + 50 + 0) / 5 = 50.0;
+    # aime24: (0 + 100 + 100 + 50 + 0) / 5 = 50.0. The same mean three ways: the members are checked above.
+    assert s["OOD Avg"]["avg@k"] == pytest.approx(sum(per_bench[b] for b in others) / 5)
+    assert s["Avg"]["avg@k"] == pytest.approx(350 / 6)  # Avg does not depend on it
+
+
+def test_ood_avg_with_math500_as_validation_set_is_the_mean_of_the_other_five():
+    # Unequal numbers, so leaving out MATH-500 and leaving out AMC give different OOD Avgs.
+    case = {"aime24": [True, False], "aime25": [False, False], "amc": [True, True],
+            "math500": [False, False], "minerva_math": [True, True], "olympiadbench": [True, False]}
+    # avg@k: aime24 50, aime25 0, amc 100, math500 0, minerva 100, olympiad 50.
+    with_math500 = summarise(_synthetic(case), n_boot=50, validation_set="math500")
+    assert with_math500["OOD Avg"]["avg@k"] == pytest.approx((50 + 0 + 100 + 100 + 50) / 5)  # 60.0, AMC in
+    default = summarise(_synthetic(case), n_boot=50)
+    assert default["OOD Avg"]["avg@k"] == pytest.approx((50 + 0 + 0 + 100 + 50) / 5)  # 40.0, AMC out (paper)
+    assert default["OOD Avg"]["validation_set"] == "amc"
+    # Every benchmark but the validation set must be there: without AMC, a math500 OOD Avg has no number.
+    no_amc = summarise(_synthetic({b: case[b] for b in AVG_BENCHMARKS if b != "amc"}), n_boot=50,
+                       validation_set="math500")
+    assert no_amc["OOD Avg"]["avg@k"] is None and "amc" in no_amc["OOD Avg"]["reason"]
+
+
+def test_unknown_validation_set_is_an_error():
+    with pytest.raises(ValueError, match="unknown validation set 'gsm8k'"):
+        summarise(_synthetic(AVG_CASE), n_boot=5, validation_set="gsm8k")
+
+
+def test_table_notes_name_the_left_out_validation_set():
+    paper = {"CPMöbius": {"OOD Avg": 26.8}}
+    table = markdown_table(summarise(_synthetic(AVG_CASE), n_boot=5, validation_set="math500"), paper_rows=paper)
+    assert "OOD Avg leaves out MATH-500, the validation set that drove Δt in training (--validation-set math500)" in table
+    assert "Paper rows' OOD Avg is without AMC" in table and "not here" in table
+    # Without paper rows, no comparability note; with the paper's validation set, no note at all.
+    bare = markdown_table(summarise(_synthetic(AVG_CASE), n_boot=5, validation_set="math500"))
+    assert "OOD Avg leaves out MATH-500" in bare and "Paper rows' OOD Avg" not in bare
+    default = markdown_table(summarise(_synthetic(AVG_CASE), n_boot=5), paper_rows=paper)
+    assert "OOD Avg leaves out" not in default and "Paper rows' OOD Avg" not in default
+
+
 def test_markdown_table_column_order():
     table = markdown_table(summarise(_synthetic(AVG_CASE), n_boot=50), paper_row={"AIME24": 10.0, "Avg": 40.5})
     lines = table.splitlines()

@@ -88,6 +88,80 @@ def test_table_from_fixed_completions(tmp_path, benchmark_dir):
     assert (completions.parent / "grader_disagreements.md").exists()
 
 
+def test_validation_set_math500_in_score_only_mode(tmp_path, benchmark_dir):
+    completions, data = _six_benchmark_completions(tmp_path, benchmark_dir)
+    base = ["--completions", str(completions), "--data-dir", str(data), "--bootstrap", "20", "--no-grader-report"]
+    # avg@4: aime24 100, aime25 0, amc 50, math500 75, minerva 25, olympiad 100.
+    assert main(base + ["--out", str(tmp_path / "amc")]) == 0
+    default = json.loads((tmp_path / "amc" / "results.json").read_text())
+    assert default["validation_set"] == "amc"
+    assert default["summary"]["OOD Avg"]["avg@k"] == pytest.approx((100 + 0 + 75 + 25 + 100) / 5)  # 60.0, unchanged
+    assert main(base + ["--validation-set", "math500", "--out", str(tmp_path / "m")]) == 0
+    result = json.loads((tmp_path / "m" / "results.json").read_text())
+    assert result["validation_set"] == "math500" and result["summary"]["OOD Avg"]["validation_set"] == "math500"
+    five = ["aime24", "aime25", "amc", "minerva_math", "olympiadbench"]
+    assert result["summary"]["OOD Avg"]["benchmarks"] == five
+    mean_of_five = sum(result["summary"][b]["avg@k"] for b in five) / 5
+    assert result["summary"]["OOD Avg"]["avg@k"] == pytest.approx(mean_of_five)  # (100 + 0 + 50 + 25 + 100) / 5
+    assert mean_of_five == pytest.approx(55.0)
+    table = (tmp_path / "m" / "results.md").read_text()
+    assert table.splitlines()[2].endswith("| 58.3 [58.3, 58.3] | 55.0 [55.0, 55.0] |")  # ours avg@k: Avg, OOD Avg
+    assert "OOD Avg leaves out MATH-500" in table
+
+
+def test_validation_set_from_run_json_in_score_only_mode(tmp_path, benchmark_dir):
+    completions, data = _six_benchmark_completions(tmp_path, benchmark_dir)
+    (completions.parent / "run.json").write_text(json.dumps({"model": "m", "validation_set": "math500"}))
+    assert main(["--completions", str(completions), "--data-dir", str(data), "--bootstrap", "5",
+                 "--no-grader-report", "--out", str(tmp_path / "o")]) == 0
+    result = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert result["validation_set"] == "math500" and result["summary"]["OOD Avg"]["avg@k"] == pytest.approx(55.0)
+    # Given on the command line, the flag wins over run.json.
+    assert main(["--completions", str(completions), "--data-dir", str(data), "--bootstrap", "5",
+                 "--no-grader-report", "--validation-set", "amc", "--out", str(tmp_path / "a")]) == 0
+    assert json.loads((tmp_path / "a" / "results.json").read_text())["validation_set"] == "amc"
+
+
+def test_validation_set_recorded_in_generate_mode(tmp_path, benchmark_dir, monkeypatch):
+    import cpmobius.eval.cli as cli
+
+    data = benchmark_dir({"math500": ["5"], "amc": ["6"]})
+
+    def fake_generate(model, label, rows, k, args, out):
+        # What generate_model leaves behind: run.json (its settings) and the records.
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "run.json").write_text(json.dumps({"model": model, "label": label}))
+        return [{"benchmark": b, "problem_id": f"{b}-0", "response": boxed("5")} for b in rows]
+
+    monkeypatch.setattr(cli, "generate_model", fake_generate)
+    assert main(["--model", "some/model", "--label", "m", "--benchmarks", "math500", "amc", "--data-dir", str(data),
+                 "--validation-set", "math500", "--bootstrap", "5", "--no-grader-report", "--out", str(tmp_path / "o")]) == 0
+    run = json.loads((tmp_path / "o" / "m" / "run.json").read_text())
+    assert run == {"model": "some/model", "label": "m", "validation_set": "math500"}
+    assert json.loads((tmp_path / "o" / "m" / "results.json").read_text())["validation_set"] == "math500"
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["m"]["validation_set"] == "math500"
+    # Re-scoring those completions takes it from run.json.
+    (tmp_path / "o" / "m" / "completions.jsonl").write_text("".join(
+        json.dumps({"benchmark": b, "problem_id": f"{b}-0", "response": boxed("5")}) + "\n" for b in ("math500", "amc")))
+    assert main(["--completions", str(tmp_path / "o" / "m" / "completions.jsonl"), "--data-dir", str(data),
+                 "--bootstrap", "5", "--no-grader-report", "--out", str(tmp_path / "r")]) == 0
+    assert json.loads((tmp_path / "r" / "results.json").read_text())["validation_set"] == "math500"
+
+
+@pytest.mark.parametrize("mode", ["completions", "model"])
+def test_unknown_validation_set_exits_2_with_one_line(tmp_path, capsys, benchmark_dir, mode):
+    data = benchmark_dir({"aime24": ["1"]})
+    completions = write_jsonl(tmp_path / "c.jsonl", [{"benchmark": "aime24", "problem_id": "aime24-0", "response": "x"}])
+    # generate mode: refused before any model is loaded (the model path does not even exist).
+    source = ["--completions", str(completions)] if mode == "completions" else ["--model", str(tmp_path / "no-model")]
+    assert main(source + ["--benchmarks", "aime24", "--data-dir", str(data), "--validation-set", "gsm8k",
+                          "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: unknown validation set 'gsm8k'")
+    assert "math500" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_grader_report_lists_released_strip_quirk(tmp_path, benchmark_dir):
     # Released grader: `.strip("The final answer is ")` strips the character set, so "2\pi" → "2\p" (wrong);
     # ours accepts it. Problem 1 is judged alike by both (a plain integer).

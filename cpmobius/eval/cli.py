@@ -13,11 +13,13 @@ or greedily (`--greedy`: T=0, top-p 1, repetition penalty 1.0 unless given; k = 
 otherwise), through vLLM when importable, else HF
 transformers (`cpmobius.eval.generation`). Then graded by the project's one grader
 (`cpmobius.eval.scoring`, `cpmobius.eval.summary`): avg@k (the paper's number), unbiased pass@k, maj@k, bootstrap 95% CIs over
-problems, Avg over the six and OOD Avg over the five without AMC.
+problems, Avg over the six and OOD Avg over the five without AMC, the paper's validation set (`--validation-set
+math500` leaves out MATH-500 instead, for a Player whose Δt was measured on it; recorded in run.json and
+results.json, and score-only mode takes it from the run.json beside the completions when not given).
 
 Outputs under `--out` (default `outputs/eval`):
 
-    <label>/run.json                 model, sampling, k per benchmark, data source (resume guard)
+    <label>/run.json                 model, sampling, k per benchmark, data source (resume guard), validation set
     <label>/completions.jsonl        one line per response: benchmark, problem_id, sample, response,
                                      finish_reason, response_tokens, model (appended per benchmark)
     <label>/results.json             summaries (both graders), per-problem verdicts, disagreements
@@ -60,7 +62,7 @@ from typing import Any, Mapping, Optional, Sequence
 from cpmobius.eval.completions import generate_model, read_completions
 from cpmobius.eval.data import ANSWER_KEYS, BENCHMARKS, load_benchmark
 from cpmobius.eval.report import PAPER_RESULTS, generation_note, markdown_table, paper_model_for, table_notes, write_results
-from cpmobius.eval.scoring import AVG_BENCHMARKS, DEFAULT_K, GRADERS
+from cpmobius.eval.scoring import AVG_BENCHMARKS, DEFAULT_K, GRADERS, PAPER_VALIDATION_SET, ood_benchmarks
 from cpmobius.eval.summary import score_run
 from cpmobius.grading import GradingError
 from cpmobius.prompts import ANSWER_FORMATS
@@ -159,8 +161,10 @@ def combined_table(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[st
                              metrics=("avg@k",)).split("\n\n")[0].splitlines()
               for i, (label, result) in enumerate(per_model.items())]
     lines = tables[0] + [line for t in tables[1:] for line in t[2:]]
-    notes = [f"{label}: {note}" for label, result in per_model.items()
-             for note in table_notes(result["summary"]) + [generation_note(result.get("generation") or {})] if note]
+    # The paper rows' comparability note once (it is about the shared paper rows), on the first model.
+    notes = [f"{label}: {note}" for i, (label, result) in enumerate(per_model.items())
+             for note in table_notes(result["summary"], with_paper_rows=bool(paper) and i == 0)
+             + [generation_note(result.get("generation") or {})] if note]
     return "\n".join(lines + ["", "Cells: avg@k in percent, [95% bootstrap CI over problems]."] + notes) + "\n"
 
 
@@ -254,6 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="cpmobius (this project's grader) or released (an imitation of the released one)")
     scoring.add_argument("--no-grader-report", action="store_true",
                          help="skip grading with the other grader (and grader_disagreements.md)")
+    scoring.add_argument("--validation-set", default=None, metavar="NAME",
+                         help="the benchmark that drove Δt in training (validation.dataset), left out of OOD Avg: "
+                              f"one of {', '.join(AVG_BENCHMARKS)} (default: {PAPER_VALIDATION_SET}, the paper's; "
+                              "score-only: the one the run.json beside the completions records, else "
+                              f"{PAPER_VALIDATION_SET})")
     scoring.add_argument("--paper-model", default="auto",
                          help="published rows to show: auto (from the model path), none or a configs/model name")
     scoring.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CIs")
@@ -277,9 +286,14 @@ def _score_only(args: argparse.Namespace) -> str:
     if args.limit is None and limit is not None:
         print(f"[evaluate] {run_path}: a --limit {limit} run; scoring the first {limit} problems of each benchmark",
               file=sys.stderr)
+    validation_set = args.validation_set or run.get("validation_set") or PAPER_VALIDATION_SET
+    ood_benchmarks(validation_set)  # an unknown name fails before anything is loaded
+    if args.validation_set is None and "validation_set" in run:
+        print(f"[evaluate] {run_path}: validation set {validation_set} (OOD Avg leaves it out)", file=sys.stderr)
     rows, sizes = _load_rows(benches, args, limit)
     result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap,
-                       benchmark_sizes=sizes, allow_partial=args.allow_partial, allow_uneven=args.allow_uneven_k)
+                       benchmark_sizes=sizes, allow_partial=args.allow_partial, allow_uneven=args.allow_uneven_k,
+                       validation_set=validation_set)
     result["limit"] = limit
     result["generation"] = generation_of(run_path)
     result["completions"] = [str(p) for p in args.completions]
@@ -287,7 +301,18 @@ def _score_only(args: argparse.Namespace) -> str:
     return write_results(result, out, paper_rows=paper_rows_for(args.paper_model, run.get("model", "")))
 
 
+def record_validation_set(run_path: Path, validation_set: str) -> None:
+    """Add the validation set to a run's ``run.json`` (written by the generation; a scoring setting,
+    so not part of its resume guard)."""
+    run = json.loads(run_path.read_text()) if run_path.exists() else {}
+    run["validation_set"] = validation_set
+    run_path.parent.mkdir(parents=True, exist_ok=True)
+    run_path.write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
+
+
 def _generate(args: argparse.Namespace) -> str:
+    validation_set = args.validation_set or PAPER_VALIDATION_SET
+    ood_benchmarks(validation_set)  # an unknown name fails before any model is loaded
     labels = args.label or [model_label(m) for m in args.model]
     if len(labels) != len(args.model) or len(set(labels)) != len(labels):
         raise ValueError(f"--label: need {len(args.model)} distinct labels, got {labels}")
@@ -297,8 +322,10 @@ def _generate(args: argparse.Namespace) -> str:
     per_model, paper_by_model = {}, {}
     for model, label in zip(args.model, labels):
         records = generate_model(model, label, rows, k, args, out / label)
+        record_validation_set(out / label / "run.json", validation_set)
         result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap,
-                           benchmark_sizes=sizes, allow_partial=args.allow_partial, allow_uneven=args.allow_uneven_k)
+                           benchmark_sizes=sizes, allow_partial=args.allow_partial, allow_uneven=args.allow_uneven_k,
+                           validation_set=validation_set)
         result["limit"] = args.limit
         result["generation"] = generation_of(out / label / "run.json")
         rows_paper = paper_rows_for(args.paper_model, model)
@@ -306,7 +333,8 @@ def _generate(args: argparse.Namespace) -> str:
         print(write_results(result, out / label, label=label, paper_rows=rows_paper), end="")
         per_model[label] = result
     paper = merge_paper_rows(paper_by_model)
-    summary = {label: {"summary": r["summary"], "answer_key": r["answer_key"], "grader": r["grader"]}
+    summary = {label: {"summary": r["summary"], "answer_key": r["answer_key"], "grader": r["grader"],
+                       "validation_set": r["validation_set"]}
                for label, r in per_model.items()}
     (out / "results.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
     table = combined_table(per_model, paper)

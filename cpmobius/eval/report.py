@@ -3,6 +3,8 @@ r"""Evaluation reports: the paper-order markdown table, the paper's published ro
 Stage: evaluation (reporting). Pure formatting of `cpmobius.eval.summary` summaries; the files a run
 writes (`write_results`). Published numbers (`PAPER_RESULTS`) are only those our notes quote
 (notes/upstream_cpmobius.md §5.4, the released README table); every other paper cell is "—".
+When OOD Avg leaves out a validation set other than AMC (`--validation-set`), the notes say which,
+and that a paper row's OOD Avg (without AMC) is then not comparable with ours.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from cpmobius.eval.scoring import METRICS, TABLE_COLUMNS
+from cpmobius.eval.scoring import METRICS, PAPER_VALIDATION_SET, TABLE_COLUMNS
 
 PAPER_RESULTS: dict[str, dict[str, dict[str, float]]] = {
     # Source: the released README's Results table as quoted in notes/upstream_cpmobius.md §5.4 (the
@@ -70,8 +72,33 @@ def _extra_columns(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
             if key not in known and isinstance(entry, Mapping) and "k" in entry]
 
 
-def table_notes(summary: Mapping[str, Any]) -> list[str]:
-    """Footnotes of a table: partial benchmarks, why Avg / OOD Avg are missing, slices, grading failures.
+def _header(key: str) -> str:
+    """The column header of a summary key ("math500" → "MATH-500"); the key itself outside the paper's columns."""
+    return dict((k, h) for h, k in TABLE_COLUMNS).get(key, key)
+
+
+def validation_set_notes(summary: Mapping[str, Any], with_paper_rows: bool = False) -> list[str]:
+    """Which benchmark OOD Avg leaves out, when it is not the paper's AMC (none when it is).
+
+    Args:
+        summary: the output of `summarise` (its "OOD Avg" entry records `validation_set`).
+        with_paper_rows: the table shows published rows: say their OOD Avg is not comparable.
+    """
+    name = (summary.get("OOD Avg") or {}).get("validation_set", PAPER_VALIDATION_SET)
+    if name == PAPER_VALIDATION_SET:
+        return []
+    left_out, paper = _header(name), _header(PAPER_VALIDATION_SET)
+    notes = [f"OOD Avg leaves out {left_out}, the validation set that drove Δt in training (--validation-set "
+             f"{name}); the paper's OOD Avg leaves out {paper}."]
+    if with_paper_rows:
+        notes.append(f"Paper rows' OOD Avg is without {paper} (the paper's validation set): comparable with ours "
+                     f"only with --validation-set {PAPER_VALIDATION_SET}, so not here.")
+    return notes
+
+
+def table_notes(summary: Mapping[str, Any], with_paper_rows: bool = False) -> list[str]:
+    """Footnotes of a table: partial benchmarks, why Avg / OOD Avg are missing, slices, the benchmark
+    OOD Avg leaves out when it is not AMC (`validation_set_notes`), grading failures.
 
     Returns:
         Lines of text (no trailing newline); the grading-failure line is always there.
@@ -94,6 +121,7 @@ def table_notes(summary: Mapping[str, Any]) -> list[str]:
     if sliced:
         notes.append(f"Slice (--limit): problems evaluated / in the benchmark: {', '.join(sliced)}; "
                      "not comparable with the paper's numbers.")
+    notes.extend(validation_set_notes(summary, with_paper_rows))
     failed = [f"{h} {e['grading']['timeout']} timeouts, {e['grading']['error']} errors" for h, _, e in benches
               if "grading" in e and e["grading"]["timeout"] + e["grading"]["error"]]
     notes.append(f"Grading failures (responses, counted wrong): {'; '.join(failed)}." if failed
@@ -132,7 +160,7 @@ def markdown_table(summary: Mapping[str, Any], paper_row: Optional[Mapping[str, 
                    if key in summary)
     lines.append("")
     lines.append(f"k (responses per problem): {ks or '—'}. Cells: percent, [95% bootstrap CI over problems].")
-    lines.extend(table_notes(summary))
+    lines.extend(table_notes(summary, with_paper_rows=bool(rows)))
     if rows:
         lines.append("Paper rows: the released README table (notes/upstream_cpmobius.md §5.4); "
                      "\"—\" where our notes give no published number.")

@@ -37,10 +37,14 @@ Answer keys and graders: `answer_key` is "corrected" (default) or "released"
 `cpmobius.eval.summary.score_run` can grade the same completions with both and list the problems
 where they disagree (`grader_disagreements`).
 
+OOD Avg leaves out the benchmark that drove Δt in training: AMC in the paper (`PAPER_VALIDATION_SET`),
+another of the six when a run validated on it (`ood_benchmarks`, CLI `--validation-set`).
+
 Departures from the released evaluation (# CPMöbius:): the released code has no aggregation script
 and reports no CIs; its grader strips answers with `str.strip` on phrases and checks only the first
 Minerva answer (our grader and the `alt_answers` fix both); its Minerva key holds the previous
-sub-problem's answer on 32 rows (MANIFEST §2), corrected by default here.
+sub-problem's answer on 32 rows (MANIFEST §2), corrected by default here; OOD Avg can leave out a
+validation set other than AMC (default: AMC, the paper's).
 
 Published numbers: `cpmobius.eval.report.PAPER_RESULTS`. CLI: `python -m cpmobius.eval`
 (`cpmobius.eval.cli`; completions files are read by `cpmobius.eval.completions.read_completions`).
@@ -58,7 +62,32 @@ from cpmobius.grading import check_batch, extract_answer, grade_batch, majority_
 AVG_BENCHMARKS = ("aime24", "aime25", "amc", "math500", "minerva_math", "olympiadbench")
 """The six benchmarks of the paper's Avg column."""
 
-OOD_BENCHMARKS = ("aime24", "aime25", "math500", "minerva_math", "olympiadbench")
+PAPER_VALIDATION_SET = "amc"
+"""The paper's validation set: AMC drives Δt in training, so the paper's OOD Avg leaves it out."""
+
+
+def ood_benchmarks(validation_set: str = PAPER_VALIDATION_SET) -> tuple[str, ...]:
+    """The benchmarks of OOD Avg: the six of Avg without the one that drove Δt in training.
+
+    Args:
+        validation_set: the benchmark the trained Player was validated on (`validation.dataset`),
+            one of `AVG_BENCHMARKS`; "amc" (default) is the paper's.
+
+    Returns:
+        The other five, in the paper's column order.
+
+    Raises:
+        ValueError: `validation_set` is not one of `AVG_BENCHMARKS`.
+    """
+    if validation_set not in AVG_BENCHMARKS:
+        raise ValueError(f"unknown validation set {validation_set!r}: --validation-set takes one of "
+                         f"{', '.join(AVG_BENCHMARKS)} (the benchmark that drove Δt in training, left out of OOD Avg)")
+    # CPMöbius: the paper fixes AMC here (its validation set); with another Δt set that one is in-distribution
+    # instead and is the one left out. The default, amc, is the paper's OOD Avg.
+    return tuple(b for b in AVG_BENCHMARKS if b != validation_set)
+
+
+OOD_BENCHMARKS = ood_benchmarks()
 """The five benchmarks of the paper's OOD Avg column (Avg without AMC)."""
 
 DEFAULT_K = {"aime24": 32, "aime25": 32, "amc": 10, "math500": 5, "minerva_math": 5,

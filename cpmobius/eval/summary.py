@@ -7,8 +7,9 @@ the numbers a run reports; `score_run` does both steps for one run's completions
 * 95% confidence intervals: percentile bootstrap over problems (1000 resamples, seed 0).
 * Avg: the unweighted mean of the per-benchmark numbers of the six paper benchmarks (AIME24,
   AIME25, AMC, MATH-500, Minerva, OlympiadBench); OOD Avg: the same over the five without AMC
-  (AMC is the training validation set, so it is in-distribution for Δt). Their CIs come from a
-  stratified bootstrap (problems resampled within each benchmark, then the macro mean).
+  (AMC is the training validation set, so it is in-distribution for Δt), or without the run's own
+  validation set when it was another of the six (`validation_set`, CLI `--validation-set`). Their
+  CIs come from a stratified bootstrap (problems resampled within each benchmark, then the macro mean).
 * Coverage: each benchmark records the problems scored (`n_problems`), the problems of the
   evaluated set (`n_problems_expected`: the benchmark, or its first N problems with `--limit N`)
   and of the whole benchmark (`n_problems_benchmark`); `complete` = every problem of the evaluated
@@ -31,11 +32,12 @@ from cpmobius.eval.scoring import (
     DEFAULT_K,
     GRADERS,
     METRICS,
-    OOD_BENCHMARKS,
+    PAPER_VALIDATION_SET,
     ProblemScores,
     avg_at_k,
     golds_for,
     grader_disagreements,
+    ood_benchmarks,
     pass_at_k,
     score_completions,
 )
@@ -132,7 +134,8 @@ def _average_blocked(summary: Mapping[str, Any], members: Sequence[str], allow_p
 def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int = 1000, seed: int = 0, *,
               problems_expected: Optional[Mapping[str, int]] = None,
               problems_in_benchmark: Optional[Mapping[str, int]] = None,
-              allow_partial: bool = False, allow_uneven: bool = False) -> dict[str, Any]:
+              allow_partial: bool = False, allow_uneven: bool = False,
+              validation_set: str = PAPER_VALIDATION_SET) -> dict[str, Any]:
     """Per-benchmark avg@k / pass@k / maj@k (percent) with 95% CIs, plus Avg and OOD Avg.
 
     Args:
@@ -144,18 +147,22 @@ def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int 
             larger than expected for a `--limit` slice.
         allow_partial: average partial benchmarks into Avg / OOD Avg (listed in `partial_benchmarks`).
         allow_uneven: accept problems with different numbers of responses (k = n_min).
+        validation_set: the benchmark that drove Δt in training, left out of OOD Avg (`ood_benchmarks`;
+            default amc, the paper's).
 
     Returns:
         {benchmark: {"n_problems", "n_problems_expected", "n_problems_benchmark", "complete", "k",
          "n_min", "n_max", "k_protocol", "n_responses", "grading", metric, metric + "_ci"},
-         "Avg": {...}, "OOD Avg": {...}}. k is the responses per problem (pass@k uses it); Avg /
-        OOD Avg are the unweighted means of the per-benchmark numbers over `AVG_BENCHMARKS` /
-        `OOD_BENCHMARKS`, with a stratified-bootstrap CI, or None with a `reason` (a benchmark
-        missing, or partial without `allow_partial`).
+         "Avg": {...}, "OOD Avg": {..., "validation_set"}}. k is the responses per problem (pass@k
+        uses it); Avg / OOD Avg are the unweighted means of the per-benchmark numbers over
+        `AVG_BENCHMARKS` / `ood_benchmarks(validation_set)`, with a stratified-bootstrap CI, or None
+        with a `reason` (a benchmark missing, or partial without `allow_partial`).
 
     Raises:
-        ValueError: uneven responses per problem without `allow_uneven` (names benchmark and problems).
+        ValueError: uneven responses per problem without `allow_uneven` (names benchmark and problems);
+            an unknown `validation_set`.
     """
+    ood_members = ood_benchmarks(validation_set)
     summary: dict[str, Any] = {}
     scores: dict[str, dict[str, list[float]]] = {}
     for bench, problems in per_benchmark.items():
@@ -172,7 +179,7 @@ def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int 
             lo, hi = bootstrap_ci(values, n_boot, seed)
             entry[metric + "_ci"] = [100.0 * lo, 100.0 * hi]
         summary[bench] = entry
-    for name, members in (("Avg", AVG_BENCHMARKS), ("OOD Avg", OOD_BENCHMARKS)):
+    for name, members in (("Avg", AVG_BENCHMARKS), ("OOD Avg", ood_members)):
         reason = _average_blocked(summary, members, allow_partial)
         entry = {"benchmarks": list(members), "reason": reason,
                  "partial_benchmarks": [] if reason else [b for b in members if not summary[b]["complete"]]}
@@ -185,6 +192,7 @@ def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int 
             else:
                 entry[metric], entry[metric + "_ci"] = None, None
         summary[name] = entry
+    summary["OOD Avg"]["validation_set"] = validation_set
     return summary
 
 
@@ -192,7 +200,8 @@ def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int 
 def score_run(records: Sequence[Mapping[str, Any]], rows_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]],
               answer_key: str = "corrected", grader: str = "cpmobius", compare: bool = True,
               n_boot: int = 1000, seed: int = 0, *, benchmark_sizes: Optional[Mapping[str, int]] = None,
-              allow_partial: bool = False, allow_uneven: bool = False) -> dict[str, Any]:
+              allow_partial: bool = False, allow_uneven: bool = False,
+              validation_set: str = PAPER_VALIDATION_SET) -> dict[str, Any]:
     """Grade a run's completions and summarise them; optionally grade again with the other grader.
 
     Args:
@@ -204,21 +213,23 @@ def score_run(records: Sequence[Mapping[str, Any]], rows_by_benchmark: Mapping[s
         compare: also grade with the other grader and list the disagreements.
         n_boot, seed: bootstrap settings.
         benchmark_sizes: benchmark → problems of the whole benchmark, when the rows are a slice.
-        allow_partial, allow_uneven: see `summarise`.
+        allow_partial, allow_uneven, validation_set: see `summarise`.
 
     Returns:
-        {"answer_key", "grader", "summary", "problems", and with `compare`: "other_grader",
-        "other_summary", "disagreements"} (summaries as in `summarise`).
+        {"answer_key", "grader", "validation_set", "summary", "problems", and with `compare`:
+        "other_grader", "other_summary", "disagreements"} (summaries as in `summarise`).
 
     Raises:
-        ValueError: unknown key / grader, records naming unknown benchmarks or problems, uneven
-            responses per problem without `allow_uneven`.
+        ValueError: unknown key / grader / validation set, records naming unknown benchmarks or
+            problems, uneven responses per problem without `allow_uneven`.
         cpmobius.grading.GradingError: every grade of a benchmark failed.
     """
+    ood_benchmarks(validation_set)  # an unknown name fails before any grading
     coverage = dict(problems_expected={b: len(rows) for b, rows in rows_by_benchmark.items()},
-                    problems_in_benchmark=benchmark_sizes, allow_partial=allow_partial, allow_uneven=allow_uneven)
+                    problems_in_benchmark=benchmark_sizes, allow_partial=allow_partial, allow_uneven=allow_uneven,
+                    validation_set=validation_set)
     per_benchmark = score_completions(records, golds_for(rows_by_benchmark, answer_key, grader), grader)
-    result: dict[str, Any] = {"answer_key": answer_key, "grader": grader,
+    result: dict[str, Any] = {"answer_key": answer_key, "grader": grader, "validation_set": validation_set,
                               "summary": summarise(per_benchmark, n_boot, seed, **coverage),
                               "problems": {b: [asdict(p) for p in ps] for b, ps in per_benchmark.items()}}
     if compare:

@@ -34,7 +34,7 @@ STEPS=${STEPS:-10}
 WORK=/root/real_run
 STAGE=/root/stage
 export CPMOBIUS_CACHE=/root/cache CPMOBIUS_DATA_DIR=$WORK/data
-EVAL_ARGS=${EVAL_ARGS:---benchmarks aime24 aime25 amc math500 minerva_math olympiadbench --k aime24=8 aime25=8 amc=4 math500=2 minerva_math=2 olympiadbench=2 --max-new-tokens 1024 --temperature 0.6 --top-p 1.0 --seed 0 --backend vllm}
+EVAL_ARGS=${EVAL_ARGS:---benchmarks aime24 aime25 amc math500 minerva_math olympiadbench --k aime24=8 aime25=8 amc=4 math500=2 minerva_math=2 olympiadbench=2 --max-new-tokens 1024 --temperature 0.6 --top-p 1.0 --seed 0 --backend vllm --validation-set ${VAL_SET:-math500}}
 
 env_setup() {
   export PYTHONPATH=/tmp/site:$PWD
