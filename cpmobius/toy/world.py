@@ -8,12 +8,11 @@ tiny models the formats and the answers.
 
 Difficulty (`make_problem`, `problem_difficulty`): the nesting depth of the parentheses around a
 one-digit a (+|-|*) b, levels 0 .. LEVELS-1. The Player knows every answer, but the deeper the nesting
-the less often it writes the answer in the graded ``\\boxed{}`` form (`noisy_player_target`): greedy, it
-boxes level 0 only. The difficulty filter keeps the frontier level (deeper levels have too few boxed
-answers to give a pseudo-label, shallower ones are solved every time); majority-vote RL there makes
-boxing likelier at the next level too, so competence at level d+1 comes from training at level d. The
-world's own problems (the Coach's corpus, the warm-up set) are mostly shallow (`NATURAL_LEVEL_DECAY`):
-the initial Coach rarely writes deep problems, and the validation set weighs every level the same.
+the less often it writes the answer in the graded ``\\boxed{}`` form (`noisy_player_target`, one share
+per level in ``model.pretrain.player_unboxed``): greedy, it boxes level 0 only. Majority-vote RL makes
+boxing likelier at the levels above the ones it trains on, so the levels flip one after another. The
+world's own problems (the Coach's corpus, the warm-up set) are mostly shallow (`NATURAL_LEVEL_DECAY`);
+the validation set weighs every level the same.
 """
 
 from __future__ import annotations
