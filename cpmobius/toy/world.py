@@ -102,16 +102,15 @@ def noisy_player_target(
     unboxed_growth: float = 1.0,
 ) -> str:
     """`player_target`, except that a share ``noise`` of the answers is off by a slip (`SLIPS`) and a
-    share `unboxed_share` (``unboxed`` at level 0, more at higher levels when ``unboxed_growth`` > 1)
-    is written as a sentence without ``\\boxed{}`` (which no grader accepts).
+    share `unboxed_share` of the problem's level (``unboxed[level]`` for one share per level, as the toy
+    preset gives; or one share with an odds ``unboxed_growth`` per level up) is written as a sentence
+    without ``\\boxed{}`` (which no grader accepts).
 
     A Player pretrained on these knows the answers (the true one stays the most likely) but gives them
-    in the graded format less and less reliably as problems get longer: its greedy answer is boxed up
-    to some level and unboxed above it. Majority-vote RL on problems at that frontier (where enough
-    samples are boxed to form a pseudo-label, and not all are) makes boxing more likely everywhere,
-    which moves the frontier up one level: competence at level d+1 comes from training at level d,
-    and problems far above the frontier have no pseudo-label to learn from (paper §3; format and
-    consistency are what such RL first teaches a real base model, too).
+    in the graded format less and less reliably as problems get deeper: its greedy answer is boxed up
+    to some level and unboxed above it. Majority-vote RL on the levels where enough samples are boxed
+    to form a pseudo-label makes boxing likelier at the levels above too, so the levels flip one after
+    another (paper §3; format and consistency are what such RL first teaches a real base model, too).
     """
     answer = problem.answer if rng.random() >= noise else str(int(problem.answer) + rng.choice(SLIPS))
     if rng.random() < unboxed_share(problem.difficulty, unboxed, unboxed_growth):
