@@ -135,8 +135,8 @@ def test_duplicate_completions_rejected(tmp_path, capsys, benchmark_dir):
     dup = write_jsonl(tmp_path / "d.jsonl", recs + recs[:1])
     assert main(["--completions", str(dup)] + argv) == 2
     assert f"{dup}:3: duplicate of line 1" in capsys.readouterr().err
-    other = write_jsonl(tmp_path / "e.jsonl", [dict(r, model="other") for r in recs])
-    assert main(["--completions", str(c), str(other)] + argv) == 2
+    mixed = write_jsonl(tmp_path / "e.jsonl", recs + [dict(r, model="other") for r in recs])
+    assert main(["--completions", str(mixed)] + argv) == 2
     assert "several models" in capsys.readouterr().err
     assert main(["--completions", str(c)] + argv) == 0  # the file alone is fine: k = 2
 
@@ -285,3 +285,29 @@ def test_prompts_that_do_not_fit_the_context_are_a_clear_error(tmp_path, monkeyp
     err = capsys.readouterr().err
     assert "amc: 2 of 2 prompts leave no room for a response in the model's context of 12 tokens" in err
     assert "Traceback" not in err and _FakeGenerator.calls == []  # nothing generated, nothing cut
+
+
+# ----------------------------------------------------------------------------- grading deadline
+
+
+@pytest.mark.regression("the whole run graded as one batch under one 10 s deadline: on 2 cores 108 comparisons "
+                        "still queued at the deadline counted wrong (MATH-500 8.3 here, 8.4 on a 16-core machine)")
+def test_a_problems_verdicts_do_not_depend_on_how_many_others_are_scored(monkeypatch):
+    from cpmobius.eval import scoring
+    from cpmobius.grading import GradeResult, BatchGrades
+
+    real = scoring.grade_batch
+    capacity = 6  # a grader whose deadline lets it judge 6 comparisons per call, the rest time out
+
+    def deadline_bound(golds, responses, mode="cpmobius"):
+        graded = real(golds[:capacity], responses[:capacity], mode=mode).results
+        timed_out = [GradeResult(False, None, "timeout")] * (len(golds) - len(graded))
+        return BatchGrades(graded + timed_out, {})
+
+    monkeypatch.setattr(scoring, "grade_batch", deadline_bound)
+    golds = {"math500": {f"p{i}": ["7"] for i in range(50)}}
+    recs = [r for i in range(50) for r in records("math500", f"p{i}", ["\\boxed{7}", "\\boxed{7}", "\\boxed{5}"])]
+    alone = score_completions(recs[:3], {"math500": {"p0": ["7"]}})["math500"][0]
+    together = score_completions(recs, golds)["math500"]
+    assert [p.correct for p in together] == [alone.correct] * 50 == [[True, True, False]] * 50
+    assert all(s == "ok" for p in together for s in p.statuses)

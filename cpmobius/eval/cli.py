@@ -25,7 +25,14 @@ Outputs under `--out` (default `outputs/eval`):
     <label>/results.json             summaries (both graders), per-problem verdicts, disagreements
     <label>/results.md               the paper-order table with the paper's published rows beside ours
     <label>/grader_disagreements.md  problems where grader=cpmobius and grader=released disagree
-    results.md, results.json         every model of the run side by side (avg@k)
+    results.md, results.json         every model of the run side by side (avg@k), and each later model's
+                                     paired difference from the first ("<label> − <first label>")
+
+Score-only mode with several models (`--completions BASE.jsonl TRAINED.jsonl`, one model per file):
+each model's table in `<out>/<label>/`, and in `<out>` (default: the first file's folder's parent)
+the models side by side plus one row per later model, "<label> − <first label>": its avg@k minus the
+first's on the same problems, with a paired bootstrap CI over problems (`cpmobius.eval.summary.
+paired_difference`): the test of whether training changed the model, tighter than two separate CIs.
 
 Coverage (`cpmobius.eval.summary`): every benchmark records problems scored vs problems evaluated;
 Avg / OOD Avg come only from complete benchmarks, else they are None with the reason in
@@ -61,9 +68,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval.completions import generate_model, read_completions
 from cpmobius.eval.data import ANSWER_KEYS, BENCHMARKS, load_benchmark
-from cpmobius.eval.report import PAPER_RESULTS, generation_note, markdown_table, paper_model_for, table_notes, write_results
+from cpmobius.eval.report import (PAPER_RESULTS, difference_row, generation_note, markdown_table, paper_model_for,
+                                  table_notes, write_results)
 from cpmobius.eval.scoring import AVG_BENCHMARKS, DEFAULT_K, GRADERS, PAPER_VALIDATION_SET, ood_benchmarks
-from cpmobius.eval.summary import score_run
+from cpmobius.eval.summary import paired_difference, score_run
 from cpmobius.grading import GradingError
 from cpmobius.prompts import ANSWER_FORMATS
 
@@ -188,6 +196,8 @@ EPILOG = """examples:
         scripts/fetch_benchmarks.py; or --source hub)
   python -m cpmobius.eval --completions outputs/eval/run/LABEL/completions.jsonl --grader released
         score existing responses again (no GPU)
+  python -m cpmobius.eval --completions outputs/eval/run/{base,trained}/completions.jsonl --validation-set math500
+        base vs trained side by side, with the paired difference and its CI (no GPU)
 """
 
 
@@ -272,15 +282,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _score_only(args: argparse.Namespace) -> str:
+    """Score completions again. Files of one model give that model's table; files of several models
+    (each file one model, e.g. a base and a trained Player) give each model's table in its own folder
+    under `--out` and, in `--out`, the models side by side with each later model's paired difference
+    from the first (`cpmobius.eval.summary.paired_difference`)."""
     paths = [Path(p).resolve() for p in args.completions]
     if len(set(paths)) != len(paths):
         raise ValueError(f"--completions names a file twice ({args.completions}): its responses would count twice")
-    records = [r for path in args.completions for r in read_completions(path)]
-    models = sorted({str(r["model"]) for r in records if r.get("model") is not None})
-    if len(models) > 1:
-        raise ValueError(f"the completions hold responses of several models {models}: score each model's file alone")
+    files: dict[str, list[str]] = {}  # model label → its files, in the order given
+    for path in args.completions:
+        records = read_completions(path)
+        models = sorted({str(r["model"]) for r in records if r.get("model") is not None})
+        if len(models) > 1:
+            raise ValueError(f"{path} holds responses of several models {models}: one model per file")
+        files.setdefault(models[0] if models else "ours", []).append(path)
+    if len(files) == 1:
+        label, group = next(iter(files.items()))
+        result, run = _score_files(group, args)
+        out = Path(args.out) if args.out else Path(group[0]).resolve().parent
+        return write_results(result, out, paper_rows=paper_rows_for(args.paper_model, run.get("model", "")))
+    out = Path(args.out) if args.out else Path(args.completions[0]).resolve().parent.parent
+    per_model, paper_by_model = {}, {}
+    for label, group in files.items():
+        per_model[label], run = _score_files(group, args)
+        paper_by_model[label] = paper_rows_for(args.paper_model, run.get("model", ""))
+        write_results(per_model[label], out / label, label=label, paper_rows=paper_by_model[label])
+    return _write_comparison(per_model, merge_paper_rows(paper_by_model), out, args.bootstrap)
+
+
+def _score_files(paths: Sequence[str], args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Grade one model's completion files; returns (the `score_run` result, the first file's run.json)."""
+    records = [r for path in paths for r in read_completions(path)]
     benches = list(dict.fromkeys(r["benchmark"] for r in records))
-    run_path = Path(args.completions[0]).resolve().parent / "run.json"
+    run_path = Path(paths[0]).resolve().parent / "run.json"
     run = json.loads(run_path.read_text()) if run_path.exists() else {}
     limit = args.limit if args.limit is not None else run.get("limit")
     if args.limit is None and limit is not None:
@@ -296,9 +330,42 @@ def _score_only(args: argparse.Namespace) -> str:
                        validation_set=validation_set)
     result["limit"] = limit
     result["generation"] = generation_of(run_path)
-    result["completions"] = [str(p) for p in args.completions]
-    out = Path(args.out) if args.out else Path(args.completions[0]).resolve().parent
-    return write_results(result, out, paper_rows=paper_rows_for(args.paper_model, run.get("model", "")))
+    result["completions"] = [str(p) for p in paths]
+    return result, run
+
+
+def _write_comparison(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[str, Mapping[str, float]],
+                      out: Path, n_boot: int) -> str:
+    """results.md / results.json in `out`: the models' avg@k side by side, then each later model's
+    paired difference from the first (`paired_difference`; none with one model); returns the table.
+
+    Raises:
+        ValueError: models scored with different validation sets, or on different problems.
+    """
+    labels = list(per_model)
+    first = per_model[labels[0]]
+    differences: dict[str, Any] = {}
+    for label in labels[1:]:
+        if per_model[label]["validation_set"] != first["validation_set"]:
+            raise ValueError(f"{label} and {labels[0]} were scored with different validation sets "
+                             f"({per_model[label]['validation_set']} vs {first['validation_set']}): pass --validation-set")
+        differences[f"{label} − {labels[0]}"] = paired_difference(
+            first["problems"], per_model[label]["problems"], n_boot, validation_set=first["validation_set"])
+    table = combined_table(per_model, paper)
+    if differences:
+        head, _, notes = table.partition("\n\n")
+        rows = [difference_row(d, name) for name, d in differences.items()]
+        table = head + "\n" + "\n".join(rows) + "\n\n" + notes.rstrip("\n") + "\n" + (
+            "Difference rows: avg@k of the later model minus the first's, in percentage points, on the same "
+            "problems, [paired 95% bootstrap CI over problems] (an interval that excludes 0 is a change beyond "
+            "sampling noise of the problems and responses).\n")
+    summary = {label: {"summary": r["summary"], "answer_key": r["answer_key"], "grader": r["grader"],
+                       "validation_set": r["validation_set"]} for label, r in per_model.items()}
+    summary["differences"] = differences
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    (out / "results.md").write_text(table)
+    return table
 
 
 def record_validation_set(run_path: Path, validation_set: str) -> None:
@@ -332,14 +399,7 @@ def _generate(args: argparse.Namespace) -> str:
         paper_by_model[label] = rows_paper
         print(write_results(result, out / label, label=label, paper_rows=rows_paper), end="")
         per_model[label] = result
-    paper = merge_paper_rows(paper_by_model)
-    summary = {label: {"summary": r["summary"], "answer_key": r["answer_key"], "grader": r["grader"],
-                       "validation_set": r["validation_set"]}
-               for label, r in per_model.items()}
-    (out / "results.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
-    table = combined_table(per_model, paper)
-    (out / "results.md").write_text(table)
-    return table
+    return _write_comparison(per_model, merge_paper_rows(paper_by_model), out, args.bootstrap)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -155,7 +156,8 @@ def check_prompts_fit(bench: str, rows: Sequence[Mapping[str, Any]], prompts: Se
 
 
 def read_completions(path: str | Path) -> list[dict[str, Any]]:
-    """Read and validate a completions JSONL file.
+    """Read and validate a completions JSONL file (gzip-compressed when the name ends in ``.gz``, as the
+    committed runs under ``benchmarks/results/`` keep them).
 
     Raises:
         ValueError: a file that is not UTF-8, a line that is not a JSON object with `benchmark`
@@ -166,6 +168,11 @@ def read_completions(path: str | Path) -> list[dict[str, Any]]:
     records = []
     seen: dict[tuple, int] = {}
     raw = Path(path).read_bytes()
+    if str(path).endswith(".gz"):
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError; a cut-off file is an EOFError
+            raise ValueError(f"{path}: not a complete gzip file ({error})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -53,11 +53,19 @@ def _is_partial(entry: Mapping[str, Any]) -> bool:
     return entry.get("complete") is False or bool(entry.get("partial_benchmarks"))
 
 
-def _cell(entry: Optional[Mapping[str, Any]], metric: str) -> str:
+def _cell(entry: Optional[Mapping[str, Any]], metric: str, signed: bool = False) -> str:
     if not entry or entry.get(metric) is None:
         return "—"
     lo, hi = entry[metric + "_ci"]
-    return f"{entry[metric]:.1f} [{lo:.1f}, {hi:.1f}]" + (PARTIAL_MARK if _is_partial(entry) else "")
+    f = "+.1f" if signed else ".1f"
+    return f"{entry[metric]:{f}} [{lo:{f}}, {hi:{f}}]" + (PARTIAL_MARK if _is_partial(entry) else "")
+
+
+def difference_row(difference: Mapping[str, Any], label: str) -> str:
+    """One table row of `cpmobius.eval.summary.paired_difference` in the paper's column order
+    (signed percentage points, [paired 95% bootstrap CI]); "—" where a column was not scored."""
+    cells = [_cell(difference.get(key), "avg@k", signed=True) for _, key in TABLE_COLUMNS]
+    return f"| {label} | " + " | ".join(cells) + " |"
 
 
 def _k_text(entry: Mapping[str, Any]) -> str:

@@ -164,16 +164,17 @@ def score_completions(records: Sequence[Mapping[str, Any]],
             response = None  # CPMöbius: the final answer was still being written at the token limit
         grouped.setdefault(bench, {}).setdefault(pid, []).append(response)
 
-    # One grading batch: every (accepted answer, response) pair.
-    pair_golds, pair_resps, where = [], [], []
+    # One grading batch per problem: its (accepted answer, response) pairs. The grader's wall-clock
+    # deadline is per batch, so a whole run in one batch would mark every comparison still queued at
+    # the deadline as a timeout (counted wrong): on 2 cores a 3706-response run lost 108 verdicts that
+    # a 16-core machine reached, and its MATH-500 avg@k read 8.3 instead of 8.4. Per problem, the
+    # deadline bounds that problem's comparisons only, so the scores do not depend on the machine.
+    where, results = [], []
     for bench, problems in grouped.items():
         for pid, responses in problems.items():
-            for j, resp in enumerate(responses):
-                for g, gold in enumerate(golds[bench][pid]):
-                    pair_golds.append(gold)
-                    pair_resps.append(resp)
-                    where.append((bench, pid, j, g))
-    results = grade_batch(pair_golds, pair_resps, mode=grader).results
+            pairs = [(j, g, gold, resp) for j, resp in enumerate(responses) for g, gold in enumerate(golds[bench][pid])]
+            where += [(bench, pid, j, g) for j, g, _, _ in pairs]
+            results += grade_batch([gold for *_, gold, _ in pairs], [resp for *_, resp in pairs], mode=grader).results
     for bench in grouped:
         # As training's validation does: a benchmark whose every grade failed is not reported as zeros.
         check_batch([res for (b, *_), res in zip(where, results) if b == bench],

@@ -242,3 +242,55 @@ def score_run(records: Sequence[Mapping[str, Any]], rows_by_benchmark: Mapping[s
         result["other_summary"] = summarise(other_scores, n_boot, seed, **coverage)
         result["disagreements"] = grader_disagreements(per_benchmark, other_scores, responses)
     return result
+
+
+def paired_difference(problems_a: Mapping[str, Sequence[Mapping[str, Any]]],
+                      problems_b: Mapping[str, Sequence[Mapping[str, Any]]],
+                      n_boot: int = 1000, seed: int = 0, *,
+                      validation_set: str = PAPER_VALIDATION_SET) -> dict[str, Any]:
+    """avg@k of run B minus run A on the same problems, with paired bootstrap 95% CIs.
+
+    The difference of two models' means is estimated from per-problem differences (B's avg@k minus A's
+    on the same problem), resampling problems once for both models, so the interval leaves out the
+    between-problem variance the two runs share: narrower than comparing two separate intervals, and
+    the right test of "did training change this model's accuracy". Avg and OOD Avg difference the
+    macro means, with the stratified bootstrap of `summarise`.
+
+    Args:
+        problems_a, problems_b: benchmark → per-problem verdicts, as in `score_run`'s "problems"
+            (dicts with `problem_id` and `correct`, the (n,) per-response verdicts).
+        n_boot, seed: bootstrap settings (see `bootstrap_ci`).
+        validation_set: the benchmark OOD Avg leaves out (see `summarise`).
+
+    Returns:
+        {benchmark: {"avg@k", "avg@k_ci", "n_problems", "k"}, "Avg": {...}, "OOD Avg": {...}} for the
+        benchmarks both runs scored, in percentage points; Avg / OOD Avg are None with a `reason` when
+        a member is missing from either run.
+
+    Raises:
+        ValueError: a benchmark whose problem ids differ between the runs (the pairing would be wrong).
+    """
+    diffs: dict[str, list[float]] = {}
+    out: dict[str, Any] = {}
+    for bench in [b for b in problems_a if b in problems_b]:
+        a = {str(p["problem_id"]): p for p in problems_a[bench]}
+        b = {str(p["problem_id"]): p for p in problems_b[bench]}
+        if set(a) != set(b):
+            only = sorted(set(a) ^ set(b))
+            raise ValueError(f"{bench}: the two runs scored different problems ({len(only)} in one run only, "
+                             f"e.g. {only[:5]}); a paired difference needs the same problems")
+        if not a:
+            continue
+        diffs[bench] = [avg_at_k(b[pid]["correct"]) - avg_at_k(a[pid]["correct"]) for pid in a]
+        lo, hi = bootstrap_ci(diffs[bench], n_boot, seed)
+        out[bench] = {"avg@k": 100.0 * _macro_mean([diffs[bench]]), "avg@k_ci": [100.0 * lo, 100.0 * hi],
+                      "n_problems": len(a), "k": min(len(p["correct"]) for p in b.values())}
+    for name, members in (("Avg", AVG_BENCHMARKS), ("OOD Avg", ood_benchmarks(validation_set))):
+        missing = [m for m in members if m not in diffs]
+        if missing:
+            out[name] = {"avg@k": None, "avg@k_ci": None, "reason": f"not scored in both runs: {', '.join(missing)}"}
+            continue
+        lo, hi = _bootstrap([diffs[m] for m in members], n_boot, seed)
+        out[name] = {"avg@k": 100.0 * _macro_mean([diffs[m] for m in members]), "avg@k_ci": [100.0 * lo, 100.0 * hi]}
+    out["OOD Avg"]["validation_set"] = validation_set
+    return out
