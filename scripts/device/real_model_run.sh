@@ -74,18 +74,29 @@ start)
   echo "convert: $(( $(date +%s) - t )) s"
   base=$(python3 -m cpmobius.models path "$MODEL") || exit 5
   rm -f $WORK/model.gguf
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 1000 > $WORK/gpu_mem.csv 2>/dev/null &
+  # setsid: the memory log outlives this call, as the pipeline does (without it, it stopped with the call).
+  setsid nohup nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 1000 > $WORK/gpu_mem.csv 2>/dev/null < /dev/null &
   # One background pipeline (setsid: it outlives this call): the loop, then the merge of its last Player
   # checkpoint and the trained model's evaluation, so no call boundary decides what gets measured. The
-  # base model's evaluation runs beside the loop on a small share of the GPU (the loop's engines size
-  # their KV cache from what is free when they start, so it starts 20 s later).
+  # base model's evaluation runs beside the loop on a small share of the GPU, but only once the loop's
+  # engines are up: vLLM sizes its KV cache from a memory profile taken at start-up and aborts ("Error in
+  # memory profiling") when another process frees GPU memory meanwhile (met on 2026-12-01: the base
+  # evaluation finished while the loop's second engine was profiling).
   setsid nohup bash "$0" pipeline > $WORK/pipeline.log 2>&1 < /dev/null &
-  sleep 20
-  # shellcheck disable=SC2086
-  setsid nohup python3 -m cpmobius.eval --model "$base" --label base --gpu-memory-utilization 0.15 \
-    --data-dir $WORK/data/eval --out $WORK/eval_base $EVAL_ARGS > $WORK/eval_base.log 2>&1 < /dev/null &
-  echo "started at $(date +%T): training loop ($STEPS steps) → merge → trained evaluation, and base evaluation; $(( $(date +%s) - start )) s"
+  setsid nohup bash "$0" base_eval > $WORK/eval_base.log 2>&1 < /dev/null &
+  echo "started at $(date +%T): training loop ($STEPS steps) → merge → trained evaluation, and the base evaluation once the loop's engines are up; $(( $(date +%s) - start )) s"
   sleep 30; show_steps ;;
+
+base_eval)  # started by `start`: waits for the loop's first validation row (engines up) or its end
+  env_setup
+  base=$(python3 -m cpmobius.models path "$MODEL") || exit 5
+  until grep -qE "^ +0 +[0-9.]+ " $WORK/train.log 2>/dev/null || grep -q "loop: exit" $WORK/pipeline.log 2>/dev/null; do
+    sleep 5
+  done
+  echo "base evaluation starts at $(date +%T), after the loop's engines are up"
+  # shellcheck disable=SC2086
+  exec python3 -m cpmobius.eval --model "$base" --label base --gpu-memory-utilization 0.15 \
+    --data-dir $WORK/data/eval --out $WORK/eval_base $EVAL_ARGS ;;
 
 pipeline)  # started by `start`; not meant to be called by hand
   env_setup
@@ -121,6 +132,7 @@ finish)  # collect what there is; the loop is stopped first if it still runs (it
          # only by the pipeline, so call `finish` once `poll` shows "trained evaluation: exit")
   env_setup
   pgrep -f "cpmobius.main" >/dev/null && { pkill -TERM -f "cpmobius.main"; sleep 20; }
+  pkill -f "nvidia-smi --query-gpu=memory.used" 2>/dev/null
   echo "peak GPU memory in use: $(sort -n $WORK/gpu_mem.csv | tail -1) MiB"
   python3 -m cpmobius.run_report $WORK/run --problems 10 --out $WORK/run_report.md && cp $WORK/run_report.md "$OUT/"
   for d in eval_base eval_trained; do [ -f $WORK/$d/results.md ] && cp $WORK/$d/results.md "$OUT/$d.md"; done
@@ -130,5 +142,5 @@ finish)  # collect what there is; the loop is stopped first if it still runs (it
      train.log pipeline.log eval_*.log merge.log gpu_mem.csv run_report.md run eval_base eval_trained 2>/dev/null)
   ls -l "$OUT"; show_steps ;;
 
-*) echo "usage: $0 stage FILE... | start | poll [SECONDS] | finish"; exit 2 ;;
+*) echo "usage: $0 stage FILE... | start | poll [SECONDS] | finish   (pipeline and base_eval are started by start)"; exit 2 ;;
 esac
