@@ -112,6 +112,13 @@ def test_huge_exact_values_are_over_budget_not_equal():
         assert not result.correct and result.status == "timeout"
 
 
+@pytest.mark.regression("a real Player's \\lfloor1000^{10000}\\rfloor: Python's 4300-digit int → str cap raised inside "
+                        "the worker and the verdict was reported as a grader 'error'")
+def test_values_past_the_int_to_str_cap_are_over_budget_not_errors():
+    result = grade(r"\lfloor y\rfloor", boxed(r"\lfloor1000^{10000}\rfloor"), timeout_s=20)
+    assert not result.correct and result.status == "timeout"
+
+
 def test_num_eq_tolerance_is_relative_to_the_error():
     third = Fraction(1, 3)
     assert not num_eq(Fraction(1, 10**60), Fraction(1, 10**61), None, None)  # rationals: exact

@@ -135,7 +135,8 @@ Statuses and timeouts
 ---------------------
 Every verdict has a status: "ok" (a verdict was reached), "no_answer" (nothing to grade),
 "timeout" (not judged within the wall-clock or cost budget: the comparison's worker was killed,
-or the answer contains a power whose exact value is astronomically large, e.g. `9^{9^{9^{9}}}`),
+or the answer contains a power whose exact value is astronomically large, e.g. `9^{9^{9^{9}}}`, or
+one past Python's 4300-digit int → str cap inside sympy, e.g. `\lfloor1000^{10000}\rfloor`),
 "error" (the grader itself failed: invalid gold, worker crash). Only "ok" can be correct.
 math-verify's own SIGALRM timeouts are disabled (`parsing_timeout=None`, `timeout_seconds=None`):
 they raise off the main thread. Instead, slow comparisons run in a small persistent pool of

@@ -284,6 +284,12 @@ def main() -> None:  # pragma: no cover - runs in the worker process
             msg: dict[str, Any] = {"r": bool(handle_task(json.loads(line)))}
         except (MemoryError, RecursionError, OverflowError) as exc:
             msg = {"resource": type(exc).__name__}
+        except ValueError as exc:
+            # Python's cap on int → str conversion (4300 digits) hit inside sympy / math-verify, e.g. by
+            # \lfloor1000^{10000}\rfloor: an astronomically large value, over budget like the fast path's
+            # TOO_BIG, not a grader failure.
+            over = "integer string conversion" in str(exc)
+            msg = {"resource": "int_max_str_digits"} if over else {"err": f"ValueError: {exc}"[:500]}
         except Exception as exc:
             msg = {"err": f"{type(exc).__name__}: {exc}"[:500]}
         out.write(json.dumps(msg).encode() + b"\n")
