@@ -48,6 +48,12 @@ _HEADING = re.compile(
     r"(?:problem|question|exercise|puzzle|challenge)(?:\s+statement)?\s*(?:\*\*|__)?\s*(?::|\n|$)\s*(?:\*\*|__)?\s*",
     re.IGNORECASE,
 )
+# A presenter further in, after talk about the task ("Regarding problem-solving, a valid math problem
+# should ... Here's a question:\n\n"The square root of 49 is what?""): cut only when it ends with ":"
+# and a quoted paragraph follows, which is then the whole problem (recorded from
+# Qwen2.5-Coder-0.5B-Instruct, 2026-12-01 H200 run, step 6).
+_LEAD_IN_AT = re.compile(r"(?:(?<=[.!?])[ \t]+|\n\s*)(?=(?:here(?:'s|\u2019s|\s+is)|below\s+is)\b)", re.IGNORECASE)
+_QUOTED_PARAGRAPH = re.compile(r'(?:"[^"\n]+"|\u201c[^\u201d\n]+\u201d)[ \t]*(?:\n|$)')
 _RULE = re.compile(r"^\s*(?:-{3,}|\*{3,}|_{3,})\s*(?:\n|$)|\n\s*(?:-{3,}|\*{3,}|_{3,})\s*$")
 # Closing remarks addressed to the user, from their first word to the end of the response.
 _CLOSING = re.compile(
@@ -58,7 +64,9 @@ _CLOSING = re.compile(
     r"if\s+you\s+have\s+any\s+(?:questions|trouble|doubts)|"
     r"can\s+you\s+(?:solve|figure|find|work)\s+(?:it|this|that)\b[^\n]*?\?\s*$|"
     r"this\s+(?:problem|question|exercise)\s+(?:tests?|requires?|involves?|combines?|is\s+(?:designed|a\s+good|an?\s+example|"
-    r"suitable|appropriate|great|classic)|can\s+be\s+solved|will\s+(?:help|test|challenge)|checks?|covers?|practices?|assesses?|helps?)\b)"
+    r"suitable|appropriate|great|classic|straightforward|simple|easy|fairly|quite|relatively|challenging|interesting|valid|"
+    r"well[- ]posed)|can\s+be\s+solved|will\s+(?:help|test|challenge)|checks?|covers?|practices?|assesses?|helps?|"
+    r"does\s+not\s+require|(?:also\s+)?(?:meets|satisfies))\b)"
     r"[^\n]*(?:\n[^\n]*)*$",
     re.IGNORECASE,
 )
@@ -141,6 +149,17 @@ def _strip_opening(text: str) -> tuple[str, tuple[str, ...]]:
     return text, tuple(dict.fromkeys(removed))
 
 
+def _cut_lead_in(text: str) -> tuple[str, tuple[str, ...]]:
+    """Cut talk before a later presenter sentence that introduces a quoted problem (`_LEAD_IN_AT`)."""
+    for at in _LEAD_IN_AT.finditer(text):
+        rest = text[at.end():]
+        match = _PRESENTER.match(rest)
+        if match and match.group("end") == ":" and _PRESENTED.search(match.group("body")) \
+                and _QUOTED_PARAGRAPH.match(rest[match.end():]):
+            return rest[match.end():], ("preamble",)
+    return text, ()
+
+
 def extract_problem(response: str) -> Extraction:
     """Cut a chat model's preamble, problem heading and closing remark off a Coach response.
 
@@ -154,10 +173,13 @@ def extract_problem(response: str) -> Extraction:
         An `Extraction`: ``text`` is what remains, stripped (a response with no wrapping comes back
         unchanged but stripped); ``removed`` names what was cut ("preamble", "heading", "closing").
         An interjection or presenter sentence is cut only from the start and only when it names
-        what it presents ("here's a problem:", not "Here is a sequence: 2, 4, 8, ..."); a closing
+        what it presents ("here's a problem:", not "Here is a sequence: 2, 4, 8, ..."); further in,
+        only when it ends with ":" and a quoted paragraph follows (talk before it is cut); a closing
         remark runs from its first word to the end of the response.
     """
     text, removed = _strip_opening(response.strip())
+    text, lead_in = _cut_lead_in(text)
+    removed = tuple(dict.fromkeys(removed + lead_in))
     match = _CLOSING.search(text)
     if match:
         text, removed = text[: match.start()], removed + ("closing",)

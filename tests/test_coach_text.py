@@ -231,3 +231,26 @@ def test_a_recorded_preamble_with_a_quoted_problem_and_closing_remark_is_extract
     read = read_problem(response, False, CoachSettings())
     assert read.reject_reason is None and read.extracted == ("preamble", "closing")
     assert read.text == "How many unique paths of length 5 using the characters 'a', 'b', and 'c'?"
+
+
+def test_a_recorded_lead_in_after_talk_about_the_task_is_cut_to_the_quoted_problem():
+    # Qwen2.5-Coder-0.5B-Instruct as Coach, 2026-12-01 H200 run, step 6: kept with the talk around it.
+    response = ("Regarding problem-solving, a valid math problem should typically involve a problem that can be "
+                "efficiently administered and approached from different angles. Suppose we have a problem that "
+                "involves finding the square root of a given number. Here's a question:\n\n\"The square root of 49 "
+                "is what?\"\n\nThis question is straightforward and does not require any additional steps beyond "
+                "counting the number of digits or solving it in a calculator. It also meets the criteria of being "
+                "appropriate to ask someone from different angles, and it involves a straightforward and familiar "
+                "problem.")
+    read = read_problem(response, False, CoachSettings())
+    assert (read.text, read.reject_reason, read.extracted) == ("The square root of 49 is what?", None,
+                                                               ("preamble", "closing"))
+
+
+@pytest.mark.parametrize("text", [
+    # The data before "Here is the question:" belongs to the problem: no quoted paragraph follows, nothing cut.
+    "A set S has 5 elements. Here is the question: how many subsets of S have 2 elements?",
+    "Ann has 3 cats and 2 dogs.\nHere is the problem:\nHow many pets does she have?",
+])
+def test_a_lead_in_without_a_quoted_problem_keeps_the_data_before_it(text):
+    assert extract_problem(text).text == text
