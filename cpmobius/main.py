@@ -152,31 +152,42 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     check_model_folders(cfg)
     val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
     prepare_models(cfg, settings)
+    # The Coach warm-up (a torchrun process group) runs in the background while Ray and the Player,
+    # which does not depend on it, start; the Coach starts from its output once it is done.
+    warmup = None
     if cfg.warmup.enabled:
-        from omegaconf import open_dict
+        from cpmobius.warmup.sft import start_warmup
 
-        from cpmobius.warmup.sft import run_warmup
+        warmup = start_warmup(cfg)
+    try:
+        apply_env_to_driver(cfg)
+        import cpmobius.engine.extensions  # noqa: F401  (platform and rollout registered in the driver too)
+        from cpmobius.engine.policy import EngineGuard, Policy, make_resource_pool
+        from cpmobius.engine.quiet import quiet_driver
 
-        coach_start = run_warmup(cfg)
-        with open_dict(cfg):
-            cfg.model.coach_path = str(coach_start)
-        configs = build_policy_configs(cfg)  # the Coach now starts from the warm-up output
-    apply_env_to_driver(cfg)
-    import cpmobius.engine.extensions  # noqa: F401  (platform and rollout registered in the driver too)
-    from cpmobius.engine.policy import EngineGuard, Policy, make_resource_pool
-    from cpmobius.engine.quiet import quiet_driver
+        quiet_driver()
+        if not ray.is_initialized():
+            ours = signal.getsignal(signal.SIGTERM) is _raise_terminated
+            ray.init(**ray_init_kwargs(cfg))
+            if ours:  # ray.init replaced it (its driver exits or aborts with a stack dump): SIGTERM stops the run as Ctrl-C does
+                signal.signal(signal.SIGTERM, _raise_terminated)
+        pool, guard = make_resource_pool(cfg), EngineGuard()
+        player = Policy("player", configs["player"], pool, guard).start()
+        if warmup is not None:
+            from omegaconf import open_dict
+
+            coach_start = warmup.wait()
+            with open_dict(cfg):
+                cfg.model.coach_path = str(coach_start)
+            configs = build_policy_configs(cfg)  # the Coach now starts from the warm-up output
+        coach = Policy("coach", configs["coach"], pool, guard).start()
+    except BaseException:
+        if warmup is not None:
+            warmup.stop()  # Ctrl-C, SIGTERM or a failure while starting: no torchrun left behind
+        raise
     from cpmobius.loop import CoachPlayerLoop
     from cpmobius.toy.world import problem_difficulty, solve
 
-    quiet_driver()
-    if not ray.is_initialized():
-        ours = signal.getsignal(signal.SIGTERM) is _raise_terminated
-        ray.init(**ray_init_kwargs(cfg))
-        if ours:  # ray.init replaced it (its driver exits or aborts with a stack dump): SIGTERM stops the run as Ctrl-C does
-            signal.signal(signal.SIGTERM, _raise_terminated)
-    pool, guard = make_resource_pool(cfg), EngineGuard()
-    coach = Policy("coach", configs["coach"], pool, guard).start()
-    player = Policy("player", configs["player"], pool, guard).start()
     toy = settings.validation.dataset == "toy"
     return CoachPlayerLoop(cfg, settings, coach, player, logger, solve if toy else None, val_set=val_set,
                            difficulty_of=problem_difficulty if toy else None)

@@ -346,39 +346,63 @@ def materialize_toy_models(
     Returns:
         ``(coach_path, player_path)``.
     """
+    record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
+    paths = {"Coach": Path(coach_path).expanduser(), "Player": Path(player_path).expanduser()}
+    todo = [role for role, path in paths.items() if not _is_cached(path, record)]
+    args = (coach_instruction, tiny_spec, pretrain_spec, record, progress)
+    if len(todo) == 2:
+        # Two independent pretrainings, each on one thread (`pretrain`): the Coach's runs in a second
+        # process meanwhile, with the same seeds, so the weights are the same as one after the other.
+        import multiprocessing
+
+        child = multiprocessing.get_context("spawn").Process(target=_materialize_one, args=("Coach", paths["Coach"], *args))
+        child.start()
+        try:
+            _materialize_one("Player", paths["Player"], *args)
+        finally:
+            child.join()
+        if child.exitcode != 0:
+            raise RuntimeError(f"pretraining the tiny Coach failed (exit {child.exitcode})")
+    else:
+        for role in todo:
+            _materialize_one(role, paths[role], *args)
+    return paths["Coach"], paths["Player"]
+
+
+def _materialize_one(
+    role: str, path: Path, coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec,
+    record: dict, progress: bool,
+) -> None:
+    """Build, pretrain and save one toy model ("Coach" or "Player") at ``path`` (`materialize_toy_models`)."""
     from transformers.utils import logging as hf_logging
 
-    record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
-    jobs = (
-        (Path(coach_path).expanduser(), coach_sampler(coach_instruction, pretrain_spec.coach_corpus), pretrain_spec.coach_steps, 1, "Coach"),
-        (Path(player_path).expanduser(), player_sampler(pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed, pretrain_spec.player_unboxed_growth), pretrain_spec.player_steps, 2, "Player"),
-    )
-    for path, sample, steps, model_seed, role in jobs:
-        if _is_cached(path, record):
-            continue
-        tokenizer = build_char_tokenizer()
-        model = build_tiny_qwen2(tokenizer, tiny_spec, seed=model_seed)
-        torch.manual_seed(pretrain_spec.seed + model_seed)
-        label = f"pretraining the tiny {role}" if progress else None
-        losses = pretrain(model, tokenizer, sample, steps, replace(pretrain_spec, seed=pretrain_spec.seed + model_seed), label)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()  # a one-shard "Writing model shards" bar after the pretraining bar says nothing
-        try:
-            model.save_pretrained(tmp)
-        finally:
-            if bars:
-                hf_logging.enable_progress_bar()
-        tokenizer.save_pretrained(tmp)
-        (tmp / "cpmobius_toy.json").write_text(json.dumps(record))
-        (tmp / "pretrain_loss.json").write_text(json.dumps({"first": losses[:5], "last": losses[-5:]}))
-        if path.exists():
-            import shutil
+    if role == "Coach":
+        sample, steps, model_seed = coach_sampler(coach_instruction, pretrain_spec.coach_corpus), pretrain_spec.coach_steps, 1
+    else:
+        sample = player_sampler(pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed, pretrain_spec.player_unboxed_growth)
+        steps, model_seed = pretrain_spec.player_steps, 2
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_qwen2(tokenizer, tiny_spec, seed=model_seed)
+    torch.manual_seed(pretrain_spec.seed + model_seed)
+    label = f"pretraining the tiny {role}" if progress else None
+    losses = pretrain(model, tokenizer, sample, steps, replace(pretrain_spec, seed=pretrain_spec.seed + model_seed), label)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a one-shard "Writing model shards" bar after the pretraining bar says nothing
+    try:
+        model.save_pretrained(tmp)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+    tokenizer.save_pretrained(tmp)
+    (tmp / "cpmobius_toy.json").write_text(json.dumps(record))
+    (tmp / "pretrain_loss.json").write_text(json.dumps({"first": losses[:5], "last": losses[-5:]}))
+    if path.exists():
+        import shutil
 
-            shutil.rmtree(path)
-        tmp.rename(path)
-    return jobs[0][0], jobs[1][0]
+        shutil.rmtree(path)
+    tmp.rename(path)
 
 
 _PROBLEM = re.compile(r"^What is ([0-9+\-*() ]+)\?$")

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from cpmobius.engine.config import ConfigError, worker_env_vars
 
@@ -74,26 +74,71 @@ def run_warmup(cfg: Any) -> Path:
         ConfigError: naming ``warmup.data`` when the data file is missing.
         RuntimeError: when verl's SFT trainer fails (its log is in ``<output>/sft.log``).
     """
+    return start_warmup(cfg).wait()
+
+
+class Warmup:
+    """A Coach warm-up started by `start_warmup`: its torchrun process group runs in the background
+    (None when the output already exists) while the caller does other work; `wait` returns the HF folder."""
+
+    def __init__(self, output: Path, process: Optional[subprocess.Popen] = None, log: Any = None) -> None:
+        self.output, self.process, self.log = output, process, log
+
+    def wait(self) -> Path:
+        """Wait for the warm-up to end; return the HF folder to start the Coach from.
+
+        Raises:
+            RuntimeError: when verl's SFT trainer fails (its log is in ``<output>/sft.log``).
+        """
+        tracker = self.output / "latest_checkpointed_iteration.txt"
+        if self.process is not None:
+            try:
+                returncode = wait_process_group(self.process)
+            finally:
+                self.log.close()
+            self.process = None
+            if returncode != 0 or not tracker.is_file():
+                raise RuntimeError(f"Coach warm-up failed (exit {returncode}); see {self.output / 'sft.log'}")
+        step = tracker.read_text().strip()
+        hf_dir = self.output / f"global_step_{step}" / "huggingface"
+        print(f"[cpmobius] Coach warm-up: starting the Coach from {hf_dir}", flush=True)
+        return hf_dir
+
+    def stop(self) -> None:
+        """Stop a warm-up still running (its whole process group); nothing when it ended."""
+        if self.process is not None and self.process.poll() is None:
+            stop_process_group(self.process)
+        if self.log is not None:
+            self.log.close()
+        self.process = None
+
+
+def start_warmup(cfg: Any) -> Warmup:
+    """Start the Coach SFT warm-up in the background (unless its output exists); `Warmup.wait` for its result.
+
+    Raises:
+        ConfigError: naming ``warmup.data`` when the data file is missing.
+    """
     data = Path(str(cfg.warmup.data)).expanduser()
     if not data.is_file():
         raise ConfigError(f"warmup.data: no file {data} (scripts/prepare_warmup_data.py writes it)")
     output = Path(cfg.trainer.default_local_dir) / "coach_warmup"
     tracker = output / "latest_checkpointed_iteration.txt"
-    if not tracker.is_file():
-        print(f"[cpmobius] Coach warm-up: SFT through verl's SFT trainer on {data} (log: {output / 'sft.log'})", flush=True)
-        output.mkdir(parents=True, exist_ok=True)
-        nproc = int(cfg.trainer.n_gpus_per_node) if cfg.backend.platform != "cpu" else 1
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                   "-m", "cpmobius.warmup", *sft_overrides(cfg, str(data), output)]
-        env = {**os.environ, **worker_env_vars(cfg)}
-        with open(output / "sft.log", "w") as log:
-            returncode = run_process_group(command, env, log)
-        if returncode != 0 or not tracker.is_file():
-            raise RuntimeError(f"Coach warm-up failed (exit {returncode}); see {output / 'sft.log'}")
-    step = tracker.read_text().strip()
-    hf_dir = output / f"global_step_{step}" / "huggingface"
-    print(f"[cpmobius] Coach warm-up: starting the Coach from {hf_dir}", flush=True)
-    return hf_dir
+    if tracker.is_file():
+        return Warmup(output)
+    print(f"[cpmobius] Coach warm-up: SFT through verl's SFT trainer on {data} (log: {output / 'sft.log'})", flush=True)
+    output.mkdir(parents=True, exist_ok=True)
+    nproc = int(cfg.trainer.n_gpus_per_node) if cfg.backend.platform != "cpu" else 1
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "cpmobius.warmup", *sft_overrides(cfg, str(data), output)]
+    env = {**os.environ, **worker_env_vars(cfg)}
+    log = open(output / "sft.log", "w")
+    try:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    except BaseException:
+        log.close()
+        raise
+    return Warmup(output, process, log)
 
 
 def run_process_group(command: list[str], env: dict[str, str], log: Any, grace_s: float = 30.0) -> int:
@@ -104,19 +149,30 @@ def run_process_group(command: list[str], env: dict[str, str], log: Any, grace_s
     `subprocess.run` would kill torchrun alone and leave its worker running.
     """
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return wait_process_group(process, grace_s)
+
+
+def wait_process_group(process: subprocess.Popen, grace_s: float = 30.0) -> int:
+    """Wait for ``process`` (started with ``start_new_session=True``); on any exception while waiting
+    (Ctrl-C, SIGTERM) stop its whole group (`stop_process_group`) before the exception goes on."""
     try:
         return process.wait()
     except BaseException:
-        for signum, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
-            try:
-                os.killpg(process.pid, signum)
-                process.wait(timeout=wait_s)
-                break
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        stop_process_group(process, grace_s)
         raise
+
+
+def stop_process_group(process: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """SIGTERM to the process group of ``process``, SIGKILL after ``grace_s``."""
+    for signum, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, signum)
+            process.wait(timeout=wait_s)
+            break
+        except ProcessLookupError:
+            break
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def measure_coach_validity(
