@@ -152,13 +152,21 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     check_model_folders(cfg)
     val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
     prepare_models(cfg, settings)
-    # The Coach warm-up (a torchrun process group) runs in the background while Ray and the Player,
-    # which does not depend on it, start; the Coach starts from its output once it is done.
+    # On CPU the Coach warm-up (a torchrun process group) runs in the background while Ray and the
+    # Player, which does not depend on it, start; the Coach starts from its output once it is done. On
+    # GPUs it ends first: SFT on the GPUs the Player's engines are profiling would race for their memory
+    # (vLLM aborts when free memory changes during its start-up profile).
     warmup = None
     if cfg.warmup.enabled:
         from cpmobius.warmup.sft import start_warmup
 
         warmup = start_warmup(cfg)
+        if cfg.backend.platform != "cpu":
+            try:
+                warmup.wait()
+            except BaseException:
+                warmup.stop()
+                raise
     try:
         apply_env_to_driver(cfg)
         import cpmobius.engine.extensions  # noqa: F401  (platform and rollout registered in the driver too)

@@ -83,13 +83,16 @@ class Warmup:
 
     def __init__(self, output: Path, process: Optional[subprocess.Popen] = None, log: Any = None) -> None:
         self.output, self.process, self.log = output, process, log
+        self._hf_dir: Optional[Path] = None
 
     def wait(self) -> Path:
-        """Wait for the warm-up to end; return the HF folder to start the Coach from.
+        """Wait for the warm-up to end; return the HF folder to start the Coach from (again on a later call).
 
         Raises:
             RuntimeError: when verl's SFT trainer fails (its log is in ``<output>/sft.log``).
         """
+        if self._hf_dir is not None:
+            return self._hf_dir
         tracker = self.output / "latest_checkpointed_iteration.txt"
         if self.process is not None:
             try:
@@ -102,6 +105,7 @@ class Warmup:
         step = tracker.read_text().strip()
         hf_dir = self.output / f"global_step_{step}" / "huggingface"
         print(f"[cpmobius] Coach warm-up: starting the Coach from {hf_dir}", flush=True)
+        self._hf_dir = hf_dir
         return hf_dir
 
     def stop(self) -> None:
