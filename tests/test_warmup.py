@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -59,25 +58,6 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
     assert "train/loss" in log
     mtime = (hf_dir.parents[1] / "sft.log").stat().st_mtime
     assert run_warmup(cfg) == hf_dir and (hf_dir.parents[1] / "sft.log").stat().st_mtime == mtime  # not run twice
-
-    # The toy world keeps the finished warm-up beside its tiny models: a new run folder gets it from there.
-    import shutil
-
-    from cpmobius.warmup.sft import toy_warmup_cache
-
-    cache = toy_warmup_cache(cfg, data)
-    assert cache.parent == Path(str(cfg.model.coach_path)).parent and (cache / "latest_checkpointed_iteration.txt").is_file()
-    shutil.rmtree(tmp_path / "run")
-    assert run_warmup(cfg) == hf_dir and not (hf_dir.parents[1] / "sft.log").exists()  # no SFT this time
-    again = load_file(str(hf_dir / "model.safetensors"))
-    assert all(torch.equal(after[k], again[k]) for k in after)
-    # Anything that changes the result is another key: a setting, the data.
-    changed = compose_config([f"model.cache_dir={model_cache}", f"trainer.default_local_dir={tmp_path / 'run'}",
-                              "warmup.enabled=true", f"warmup.data={data}", "warmup.max_steps=3", "warmup.batch_size=8",
-                              "warmup.micro_batch_size_per_gpu=8", "warmup.lr=2e-3", "warmup.max_length=128"])
-    assert toy_warmup_cache(changed, data) != cache
-    toy_warmup_data(data, settings.coach.instruction, rows=49)
-    assert toy_warmup_cache(cfg, data) != cache
 
 
 def test_toy_warmup_raises_the_format_validity_of_coach_samples(tmp_path, model_cache):

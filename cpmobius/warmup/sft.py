@@ -81,9 +81,8 @@ class Warmup:
     """A Coach warm-up started by `start_warmup`: its torchrun process group runs in the background
     (None when the output already exists) while the caller does other work; `wait` returns the HF folder."""
 
-    def __init__(self, output: Path, process: Optional[subprocess.Popen] = None, log: Any = None,
-                 cache: Optional[Path] = None) -> None:
-        self.output, self.process, self.log, self.cache = output, process, log, cache
+    def __init__(self, output: Path, process: Optional[subprocess.Popen] = None, log: Any = None) -> None:
+        self.output, self.process, self.log = output, process, log
         self._hf_dir: Optional[Path] = None
 
     def wait(self) -> Path:
@@ -103,8 +102,6 @@ class Warmup:
             self.process = None
             if returncode != 0 or not tracker.is_file():
                 raise RuntimeError(f"Coach warm-up failed (exit {returncode}); see {self.output / 'sft.log'}")
-            if self.cache is not None:
-                _store_in_cache(self.output, self.cache)
         step = tracker.read_text().strip()
         hf_dir = self.output / f"global_step_{step}" / "huggingface"
         print(f"[cpmobius] Coach warm-up: starting the Coach from {hf_dir}", flush=True)
@@ -133,13 +130,6 @@ def start_warmup(cfg: Any) -> Warmup:
     tracker = output / "latest_checkpointed_iteration.txt"
     if tracker.is_file():
         return Warmup(output)
-    cache = toy_warmup_cache(cfg, data)
-    if cache is not None and (cache / "latest_checkpointed_iteration.txt").is_file():
-        import shutil
-
-        shutil.copytree(cache, output, dirs_exist_ok=True)
-        print(f"[cpmobius] Coach warm-up: loaded from cache ({cache}), as the toy models are", flush=True)
-        return Warmup(output)
     print(f"[cpmobius] Coach warm-up: SFT through verl's SFT trainer on {data} (log: {output / 'sft.log'})", flush=True)
     output.mkdir(parents=True, exist_ok=True)
     nproc = int(cfg.trainer.n_gpus_per_node) if cfg.backend.platform != "cpu" else 1
@@ -152,56 +142,7 @@ def start_warmup(cfg: Any) -> Warmup:
     except BaseException:
         log.close()
         raise
-    return Warmup(output, process, log, cache)
-
-
-def toy_warmup_cache(cfg: Any, data: Path) -> Optional[Path]:
-    """Where the toy world keeps a finished warm-up for reuse, or None for a model that is not a toy one.
-
-    # CPMöbius: the toy world caches its Coach warm-up beside the tiny models (the embedded default's
-    second run then takes 3 minutes, not 3.5): the warm-up is deterministic given everything in the
-    key: the SFT overrides (the Coach's own folder by its ``cpmobius_toy.json`` record, not its path),
-    the data file's bytes, the source of `cpmobius.warmup` and `cpmobius.engine` (the CPU fixes the SFT
-    process applies), and the verl and torch versions. Real models are never cached: their warm-up
-    output is large and belongs to the run.
-    """
-    import hashlib
-    import json
-
-    coach = Path(str(cfg.model.coach_path)).expanduser()
-    record = coach / "cpmobius_toy.json"
-    if not record.is_file():
-        return None
-    import torch
-    import verl
-
-    package = Path(__file__).resolve().parents[1]
-    sources = sorted([*package.glob("warmup/*.py"), *package.glob("engine/*.py")])
-    overrides = [o for o in sft_overrides(cfg, "<data>", Path("<output>")) if not o.startswith("model.path=")]
-    key = {
-        "overrides": overrides,
-        "coach": record.read_text(),
-        "data": hashlib.sha256(data.read_bytes()).hexdigest(),
-        "code": hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest(),
-        "versions": [verl.__version__, torch.__version__],
-    }
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return coach.parent / f"toy-coach-warmup-{digest}"
-
-
-def _store_in_cache(output: Path, cache: Path) -> None:
-    """Copy a finished warm-up's tracker and HF folder into ``cache`` (atomically: a temporary folder, renamed)."""
-    import shutil
-
-    step = (output / "latest_checkpointed_iteration.txt").read_text().strip()
-    tmp = cache.with_name(f".{cache.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(output / f"global_step_{step}" / "huggingface", tmp / f"global_step_{step}" / "huggingface")
-    shutil.copy2(output / "latest_checkpointed_iteration.txt", tmp / "latest_checkpointed_iteration.txt")
-    try:
-        tmp.rename(cache)
-    except OSError:  # another run stored it meanwhile
-        shutil.rmtree(tmp, ignore_errors=True)
+    return Warmup(output, process, log)
 
 
 def run_process_group(command: list[str], env: dict[str, str], log: Any, grace_s: float = 30.0) -> int:
