@@ -60,17 +60,18 @@ def test_cpu_platform_skips_numa_pinning(monkeypatch):
     assert engine_workers.set_numa_affinity() is None  # no libnuma / NVML call, no "Failed to set NUMA affinity"
 
 
-def test_toy_models_show_pretraining_progress_then_load_from_cache(tmp_path, capsys):
+def test_toy_models_show_pretraining_progress_then_load_from_cache(tmp_path, capfd):
+    # capfd: the Coach pretrains in a second process (side by side with the Player), writing to the same stderr.
     from cpmobius.toy.world import PretrainSpec, materialize_toy_models, toy_models_cached
 
     spec = PretrainSpec(player_steps=3, coach_steps=2, batch_size=2)
     paths = (tmp_path / "coach", tmp_path / "player", "Generate a valid math problem.")
     assert not toy_models_cached(*paths, pretrain_spec=spec)
     materialize_toy_models(*paths, pretrain_spec=spec, progress=True)
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "pretraining the tiny Coach" in err and "pretraining the tiny Player" in err and "3/3" in err
     assert "Writing model shards" not in err
     assert toy_models_cached(*paths, pretrain_spec=spec)
     assert not toy_models_cached(*paths, pretrain_spec=PretrainSpec(player_steps=4, coach_steps=2, batch_size=2))
     materialize_toy_models(*paths, pretrain_spec=spec, progress=True)
-    assert "pretraining" not in capsys.readouterr().err  # loaded, not trained again
+    assert "pretraining" not in capfd.readouterr().err  # loaded, not trained again
