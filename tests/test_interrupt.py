@@ -38,8 +38,11 @@ def interrupt_after_checkpoint(out_dir: Path, model_cache: Path, step: int, sign
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     log_path = out_dir.parent / f"interrupted_{step}.log"
     with open(log_path, "w") as log:
+        # SIGINT live in the driver, as in a terminal: a test suite started in the background of a
+        # non-interactive shell inherits SIGINT ignored, and Python then keeps ignoring it.
         process = subprocess.Popen(command(out_dir, model_cache), cwd=REPO, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     tracker = out_dir / "latest_checkpointed_iteration.txt"
     deadline = time.monotonic() + 600
     while not (tracker.exists() and int(tracker.read_text().strip() or 0) >= step):
