@@ -119,6 +119,9 @@ class CoachPlayerLoop:
         self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
         self.stage_log: list[str] = []
+        # (stage, start, end) in time.perf_counter seconds: where the policies' operations happened
+        # (benchmarks/bench_step_gpu.py attributes generation and GPU memory to stages with them).
+        self.stage_intervals: list[tuple[str, float, float]] = []
         self._timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ Algorithm 1
@@ -312,10 +315,11 @@ class CoachPlayerLoop:
                 checkpoint.save_best_policy(self.output_dir / "best_player", self.player, result.accuracy, 0)
             self._log({"val/accuracy": result.accuracy, **self._accuracy_by_level(result), **self._timing_metrics()}, step=0)
         while self.state.step < total:
-            started = time.perf_counter()
+            started, marks = time.perf_counter(), self._op_marks()
             step_metrics = self.step()
             self.state.step += 1
             step_metrics["timing_s/step"] = time.perf_counter() - started
+            step_metrics.update(self._op_metrics(marks))
             step_metrics.update(self._loop_metrics())
             self._log(step_metrics, step=self.state.step)
             save_freq = int(self.cfg.trainer.save_freq)
@@ -369,7 +373,9 @@ class CoachPlayerLoop:
         try:
             yield
         finally:
-            self._timings[stage] = self._timings.get(stage, 0.0) + time.perf_counter() - started
+            ended = time.perf_counter()
+            self._timings[stage] = self._timings.get(stage, 0.0) + ended - started
+            self.stage_intervals.append((stage, started, ended))
 
     def _measure_validation(self) -> Any:
         """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted."""
@@ -384,6 +390,18 @@ class CoachPlayerLoop:
 
     def _timing_metrics(self) -> dict[str, float]:
         return {f"timing_s/{stage}": seconds for stage, seconds in self._timings.items()}
+
+    def _op_marks(self) -> dict[str, int]:
+        return {p.name: p.ops.mark() for p in (self.coach, self.player) if hasattr(p, "ops")}
+
+    def _op_metrics(self, marks: dict[str, int]) -> dict[str, float]:
+        """``timing_s/ops/<policy>/<op>``: seconds per engine-side operation since ``marks`` (`cpmobius.engine.timing`)."""
+        result = {}
+        for policy in (self.coach, self.player):
+            if policy.name in marks:
+                for op, seconds in policy.ops.seconds_since(marks[policy.name]).items():
+                    result[f"timing_s/ops/{policy.name}/{op}"] = seconds
+        return result
 
     def _loop_metrics(self) -> dict[str, float]:
         return {

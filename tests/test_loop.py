@@ -128,3 +128,25 @@ def test_validation_pass_over_the_real_amc_copy(loop):
     assert len(result.correct_per_problem) == len(fits)
     assert sum(result.grade_counts.values()) == len(fits) and result.grade_counts.get("error", 0) == 0
     assert 0.0 <= result.accuracy <= 1.0
+
+
+def test_policy_operations_are_timed_inside_the_step(loop):
+    import time
+
+    from cpmobius.engine.timing import split_step
+
+    marks, switches, started = loop._op_marks(), loop.player.guard.switches, time.perf_counter()
+    metrics = loop.step()
+    step_s = time.perf_counter() - started
+    ops = loop._op_metrics(marks)
+    assert ops["timing_s/ops/coach/generate"] > 0 and ops["timing_s/ops/coach/generate"] <= metrics["timing_s/coach"]
+    assert ops["timing_s/ops/player/generate"] > 0
+    wakes = sum(op == "wake" for policy in (loop.coach, loop.player) for op, _, _ in policy.ops.intervals[marks[policy.name]:])
+    assert wakes == loop.player.guard.switches - switches >= 2  # every engine switch is one timed wake
+    if not metrics.get("loop/skipped"):
+        assert ops["timing_s/ops/player/update"] > 0 and ops["timing_s/ops/player/log_prob"] > 0
+    summed = {}
+    for key, seconds in ops.items():
+        summed[key.rsplit("/", 1)[1]] = summed.get(key.rsplit("/", 1)[1], 0.0) + seconds
+    split = split_step(step_s, summed)  # raises if the timed operations do not nest inside the step
+    assert 0.0 < split["overhead_share"] < 1.0

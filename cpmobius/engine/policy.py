@@ -25,6 +25,7 @@ import torch
 from omegaconf import DictConfig
 
 from cpmobius.engine.batches import pad_rows, prompt_batch, row_divisor, scalar, worker_input
+from cpmobius.engine.timing import OpLog
 from cpmobius.prompts import Messages
 from cpmobius.engine.agent_loop import AGENT_LOOP_NAME, GREEDY_KEY, SAMPLING_KEYS, PromptTooLongError
 
@@ -96,6 +97,13 @@ class Policy:
         self.checkpoint_manager = None
         self.agent_loop = None
 
+    @property
+    def ops(self) -> OpLog:
+        """Wall-clock intervals of this policy's operations (`cpmobius.engine.timing`)."""
+        if getattr(self, "_ops", None) is None:
+            self._ops = OpLog()
+        return self._ops
+
     # ------------------------------------------------------------------ tokenizer
 
     @property
@@ -151,27 +159,32 @@ class Policy:
 
         role = "actor_rollout_ref" if self.uses_reference else "actor_rollout"
         worker_cls = RayClassWithInitArgs(cls=ray.remote(PolicyWorker), config=self.config.actor_rollout_ref, role=role)
-        self.worker_group = RayWorkerGroup(
-            resource_pool=self.resource_pool,
-            ray_cls_with_init=worker_cls,
-            name_prefix=f"{self.name}_",
-            device_name=get_device_name(),
-        )
-        self.worker_group.init_model()
-        self.server_manager = LLMServerManager.create(config=self.config, worker_group=self.worker_group)
-        self.checkpoint_manager = CheckpointEngineManager(
-            config=omega_conf_to_dataclass(self.config.actor_rollout_ref.rollout.checkpoint_engine),
-            actor_wg=self.worker_group,
-            replicas=self.server_manager.get_replicas(),
-        )
-        self.agent_loop = AgentLoopManager.create(
-            config=self.config,
-            llm_client=self.server_manager.get_client(),
-            reward_loop_worker_handles=None,
-        )
-        if self.config.actor_rollout_ref.rollout.name == "vllm":
-            self._warm_up_servers()
-        self.checkpoint_manager.sleep_replicas()
+        with self.ops.timed("startup/worker_group"):  # Ray actors up (imports, device and process group set-up)
+            self.worker_group = RayWorkerGroup(
+                resource_pool=self.resource_pool,
+                ray_cls_with_init=worker_cls,
+                name_prefix=f"{self.name}_",
+                device_name=get_device_name(),
+            )
+        with self.ops.timed("startup/model_init"):  # FSDP actor and reference: weights loaded and sharded
+            self.worker_group.init_model()
+        with self.ops.timed("startup/rollout_servers"):  # engines: weights (dummy), KV cache, CUDA graphs
+            self.server_manager = LLMServerManager.create(config=self.config, worker_group=self.worker_group)
+        with self.ops.timed("startup/agent_loop"):
+            self.checkpoint_manager = CheckpointEngineManager(
+                config=omega_conf_to_dataclass(self.config.actor_rollout_ref.rollout.checkpoint_engine),
+                actor_wg=self.worker_group,
+                replicas=self.server_manager.get_replicas(),
+            )
+            self.agent_loop = AgentLoopManager.create(
+                config=self.config,
+                llm_client=self.server_manager.get_client(),
+                reward_loop_worker_handles=None,
+            )
+        with self.ops.timed("startup/first_sleep"):
+            if self.config.actor_rollout_ref.rollout.name == "vllm":
+                self._warm_up_servers()
+            self.checkpoint_manager.sleep_replicas()
         return self
 
     def _warm_up_servers(self) -> None:
@@ -196,9 +209,10 @@ class Policy:
         """Wake this policy's rollout engine with the trainer's current weights (others go to sleep)."""
         if self.is_active:
             return
-        self.guard.before_wake(self)
-        self.checkpoint_manager.update_weights(global_steps=self.global_steps)
-        self.guard.after_wake(self)
+        with self.ops.timed("wake"):
+            self.guard.before_wake(self)
+            self.checkpoint_manager.update_weights(global_steps=self.global_steps)
+            self.guard.after_wake(self)
 
     def deactivate(self) -> None:
         """Put this policy's rollout engine to sleep (frees its device memory)."""
@@ -209,7 +223,8 @@ class Policy:
         # Training-side work runs with this policy's rollout engine asleep: on a GPU the engine's
         # memory is needed, and after an update its weights are stale until the next activate().
         if self.is_active:
-            self.deactivate()
+            with self.ops.timed("sleep"):
+                self.deactivate()
 
     def server_handles(self) -> list[Any]:
         """The Ray actor handles of this policy's rollout servers (one per replica)."""
@@ -250,10 +265,11 @@ class Policy:
             raise ValueError(f"{self.name}.generate: need at least one prompt and n >= 1 (got {len(prompts)}, n={n})")
         self.check_prompt_lengths(prompts)
         self.generation_calls += 1
-        batch = prompt_batch(prompts, n, validate, greedy, self.global_steps, self.generation_calls)
-        padded, pad_size = pad_dataproto_to_divisor(batch, len(self.agent_loop.agent_loop_workers))
-        output = self.agent_loop.generate_sequences(padded)
-        output = unpad_dataproto(output, pad_size=pad_size)
+        with self.ops.timed("generate"):
+            batch = prompt_batch(prompts, n, validate, greedy, self.global_steps, self.generation_calls)
+            padded, pad_size = pad_dataproto_to_divisor(batch, len(self.agent_loop.agent_loop_workers))
+            output = self.agent_loop.generate_sequences(padded)
+            output = unpad_dataproto(output, pad_size=pad_size)
         output.non_tensor_batch.pop(GREEDY_KEY, None)
         output.meta_info["sampling"] = self._sampling_used(output)
         output.meta_info["temperature"] = output.meta_info["sampling"]["temperature"]
@@ -335,7 +351,8 @@ class Policy:
         self._release_engine()
         padded, pad_size = self._pad_rows(batch)
         td = self._to_worker_input(padded, calculate_entropy=True, compute_loss=False)
-        output = self.worker_group.compute_log_prob(td)
+        with self.ops.timed("log_prob"):
+            output = self.worker_group.compute_log_prob(td)
         log_probs = no_padding_2_padding(tu.get(output, "log_probs"), td).float()
         entropy = no_padding_2_padding(tu.get(output, "entropy"), td).float()
         rows = len(batch)
@@ -355,7 +372,8 @@ class Policy:
         self._release_engine()
         padded, _ = self._pad_rows(batch)
         td = self._to_worker_input(padded, calculate_entropy=False, compute_loss=False)
-        output = self.worker_group.compute_ref_log_prob(td)
+        with self.ops.timed("ref_log_prob"):
+            output = self.worker_group.compute_ref_log_prob(td)
         return no_padding_2_padding(tu.get(output, "log_probs"), td).float()[: len(batch)]
 
     def update(self, batch: Any) -> dict[str, float]:
@@ -403,7 +421,8 @@ class Policy:
             distillation_use_topk=False,
             distillation_only=False,
         )
-        output = self.worker_group.update_actor(td)
+        with self.ops.timed("update"):
+            output = self.worker_group.update_actor(td)
         metrics = tu.get(output, "metrics")
         self.global_steps += 1
         return {(k if k.startswith("actor/") else f"actor/{k}"): scalar(v) for k, v in metrics.items()}
@@ -412,11 +431,13 @@ class Policy:
 
     def save(self, path: str) -> None:
         """Save model, optimizer and extra state (LR scheduler, RNG) of every rank under ``path``."""
-        self.worker_group.save_checkpoint(str(path), global_step=self.global_steps)
+        with self.ops.timed("save"):
+            self.worker_group.save_checkpoint(str(path), global_step=self.global_steps)
 
     def load(self, path: str, global_steps: Optional[int] = None) -> None:
         """Load what `save` wrote; the rollout engine gets the weights at the next `activate`."""
-        self.worker_group.load_checkpoint(str(path))
+        with self.ops.timed("load"):
+            self.worker_group.load_checkpoint(str(path))
         if global_steps is not None:
             self.global_steps = global_steps
         if self.is_active:

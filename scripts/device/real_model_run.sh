@@ -24,6 +24,10 @@
 # STEPS, VAL_SET / VAL_SIZE (the Δt validation set: MATH-500's first 100 by default, since the base
 # model's AMC accuracy, ~5 %, makes Δt on 83 problems mostly noise), RUN_ARGS (more Hydra overrides),
 # EVAL_ARGS (cpmobius.eval options).
+#
+# The GPU step benchmark (issue 17, benchmarks/bench_step_gpu.py) goes through the same burst with
+# `bench_start` (MODEL=qwen2.5-coder-1.5b; BENCH_ARGS: the benchmark's options), `bench_poll [SECONDS]`
+# and `bench_finish` (its table, figures and compressed log into $OUT) in place of start / poll / finish.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 VLLM_USE_FLASHINFER_SAMPLER=0
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -51,18 +55,13 @@ show_steps() {  # the step table as the driver prints it, and the last lines of 
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
 }
 
-case "${1:-}" in
-stage)
-  shift; mkdir -p $STAGE
-  for f in "$@"; do mv "$f" $STAGE/ && echo "staged $(basename "$f") ($(du -m $STAGE/$(basename "$f") | cut -f1) MiB)"; done ;;
-
-start)
-  start=$(date +%s)
+prepare() {  # install vLLM (once per machine), copy the benchmark files, assemble and convert the staged model
+  local start=$(date +%s) t
   if [ ! -f /tmp/vsite.env ]; then
     export PYTHONPATH=/tmp/site:$PWD
-    bash .vllm_parts/install_vllm.sh || { echo "vLLM install failed"; exit 4; }
+    bash .vllm_parts/install_vllm.sh || { echo "vLLM install failed"; return 4; }
     if ls /tmp/vllm_extras/*.whl >/dev/null 2>&1; then
-      python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/vsite /tmp/vllm_extras/*.whl || exit 4
+      python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/vsite /tmp/vllm_extras/*.whl || return 4
     fi
   fi
   env_setup
@@ -70,10 +69,19 @@ start)
   mkdir -p $WORK/data && cp -r .evaldata/eval $WORK/data/
   cat $STAGE/*.gguf.part* > $WORK/model.gguf && rm -f $STAGE/*.gguf.part*
   t=$(date +%s)
-  python3 -m cpmobius.models convert --gguf $WORK/model.gguf --name "$MODEL" || { echo "convert failed"; exit 5; }
+  python3 -m cpmobius.models convert --gguf $WORK/model.gguf --name "$MODEL" || { echo "convert failed"; return 5; }
   echo "convert: $(( $(date +%s) - t )) s"
-  base=$(python3 -m cpmobius.models path "$MODEL") || exit 5
   rm -f $WORK/model.gguf
+}
+
+case "${1:-}" in
+stage)
+  shift; mkdir -p $STAGE
+  for f in "$@"; do mv "$f" $STAGE/ && echo "staged $(basename "$f") ($(du -m $STAGE/$(basename "$f") | cut -f1) MiB)"; done ;;
+
+start)
+  start=$(date +%s)
+  prepare || exit $?
   # setsid: the memory log outlives this call, as the pipeline does (without it, it stopped with the call).
   setsid nohup nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 1000 > $WORK/gpu_mem.csv 2>/dev/null < /dev/null &
   # One background pipeline (setsid: it outlives this call): the loop, then the merge of its last Player
@@ -119,6 +127,25 @@ pipeline)  # started by `start`; not meant to be called by hand
     --data-dir $WORK/data/eval --out $WORK/eval_trained $EVAL_ARGS > $WORK/eval_trained.log 2>&1
   echo "trained evaluation: exit $? in $(( $(date +%s) - t )) s" ;;
 
+bench_start)  # the GPU step benchmark (issue 17) instead of the training pipeline: MODEL=qwen2.5-coder-1.5b
+  prepare || exit $?
+  # BENCH_ARGS: more options and Hydra overrides for benchmarks/bench_step_gpu.py.
+  # shellcheck disable=SC2086
+  setsid nohup python3 benchmarks/bench_step_gpu.py --out $WORK/bench ${BENCH_ARGS:-} > $WORK/bench.log 2>&1 < /dev/null &
+  echo "benchmark started at $(date +%T)"; sleep 45; grep "^\[bench\]" $WORK/bench.log; tail -n 5 $WORK/bench.log ;;
+
+bench_poll)  # wait for the benchmark to end (or SECONDS), printing its progress lines
+  end=$(( $(date +%s) + ${2:-540} ))
+  while [ "$(date +%s)" -lt $end ] && pgrep -f bench_step_gpu.py >/dev/null; do sleep 10; done
+  grep "^\[bench\]" $WORK/bench.log; echo "--- last lines:"; tail -n 8 $WORK/bench.log
+  nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader ;;
+
+bench_finish)  # the table, its figures and the log (compressed) into $OUT; stops the benchmark if it still runs
+  pgrep -f bench_step_gpu.py >/dev/null && { pkill -TERM -f bench_step_gpu.py; sleep 10; }
+  cp $WORK/bench/bench_step_gpu.md $WORK/bench/bench_step_gpu.json "$OUT/" 2>/dev/null
+  gzip -c $WORK/bench.log > "$OUT/bench.log.gz"
+  ls -l "$OUT"; cat $WORK/bench/bench_step_gpu.md 2>/dev/null ;;
+
 poll)
   env_setup
   end=$(( $(date +%s) + ${2:-540} ))
@@ -142,5 +169,6 @@ finish)  # collect what there is; the loop is stopped first if it still runs (it
      train.log pipeline.log eval_*.log merge.log gpu_mem.csv run_report.md run eval_base eval_trained 2>/dev/null)
   ls -l "$OUT"; show_steps ;;
 
-*) echo "usage: $0 stage FILE... | start | poll [SECONDS] | finish   (pipeline and base_eval are started by start)"; exit 2 ;;
+*) echo "usage: $0 stage FILE... | start | poll [SECONDS] | finish | bench_start | bench_poll [SECONDS] | bench_finish"
+   echo "   (pipeline and base_eval are started by start)"; exit 2 ;;
 esac
