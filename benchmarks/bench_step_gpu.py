@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -41,7 +42,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -114,8 +115,12 @@ def stage_op_seconds(loop: Any, policies: dict[str, Any], since: float) -> dict[
     return {name: dict(ops) for name, ops in result.items()}
 
 
-def run_loop_steps(loop: Any, phases: list[tuple[str, int]], memory: MemorySampler) -> list[dict[str, Any]]:
-    """Step 0's validation, then the phases' steps as `CoachPlayerLoop.fit` runs them (no checkpoints)."""
+def run_loop_steps(loop: Any, phases: list[tuple[str, int]], memory: MemorySampler, rows: list[dict[str, Any]],
+                   on_step: Callable[[], None] = lambda: None) -> None:
+    """Step 0's validation, then the phases' steps as `CoachPlayerLoop.fit` runs them (no checkpoints).
+
+    Each step's figures are appended to ``rows``; ``on_step`` is called after each (results written as they come).
+    """
     import dataclasses
 
     policies = {"coach": loop.coach, "player": loop.player}
@@ -123,8 +128,8 @@ def run_loop_steps(loop: Any, phases: list[tuple[str, int]], memory: MemorySampl
     with loop.timed("validation"):
         result = loop._measure_validation()
     loop.delta.start(result.accuracy)
-    rows = [{"phase": "step 0", "step": 0, "val/accuracy": result.accuracy, "timing_s/validation": time.perf_counter() - started,
-             "stage_ops": stage_op_seconds(loop, policies, started), "peak_mib": memory.peak(started)}]
+    rows.append({"phase": "step 0", "step": 0, "val/accuracy": result.accuracy, "timing_s/validation": time.perf_counter() - started,
+             "stage_ops": stage_op_seconds(loop, policies, started), "peak_mib": memory.peak(started)})
     print(f"[bench] step 0 validation: accuracy {result.accuracy:.3f} in {rows[0]['timing_s/validation']:.1f} s", flush=True)
     for phase, count in phases:
         loop.settings = dataclasses.replace(loop.settings, filter=dataclasses.replace(loop.settings.filter, **PHASES[phase]))
@@ -145,7 +150,7 @@ def run_loop_steps(loop: Any, phases: list[tuple[str, int]], memory: MemorySampl
             print(f"[bench] step {row['step']} ({phase}): {row['timing_s/step']:.1f} s, {row['filter/attempts']:.0f} attempts, "
                   f"kept {row['filter/kept']:.0f}, {row['engine_switches']} engine switches, val {row.get('val/accuracy', float('nan')):.3f}",
                   flush=True)
-    return rows
+            on_step()
 
 
 def run_yardstick(loop: Any, steps: int, prompts: int, memory: MemorySampler) -> list[dict[str, Any]]:
@@ -300,6 +305,10 @@ def _summed_ops(row: dict[str, Any]) -> dict[str, float]:
     return summed
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def parse_phases(text: str) -> list[tuple[str, int]]:
     """``"released:2,adaptive:2"`` → ``[("released", 2), ("adaptive", 2)]``.
 
@@ -351,9 +360,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     startup = startup_split(loop, time.perf_counter() - started)
     startup_peak = memory.peak(started)
     print(f"[bench] start-up {sum(startup.values()):.1f} s: " + ", ".join(f"{k} {v:.1f}" for k, v in startup.items()), flush=True)
-    rows, yardstick, checkpoint_s = [], [], None
+    rows: list[dict[str, Any]] = []
+    yardstick: list[dict[str, Any]] = []
+    checkpoint_s = None
+    signal.signal(signal.SIGTERM, _interrupt)  # a stopped benchmark still writes what it measured
     try:
-        rows = run_loop_steps(loop, phases, memory)
+        run_loop_steps(loop, phases, memory, rows,
+                       on_step=lambda: write_results(args.out, rows, [], startup, None, memory, limit_mib, loop, startup_peak))
         if args.yardstick_steps:
             yardstick = run_yardstick(loop, args.yardstick_steps, args.yardstick_prompts, memory)
     finally:
