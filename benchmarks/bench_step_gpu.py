@@ -8,8 +8,9 @@ Coach's warm-up SFT (a one-off before the loop). It runs in one process:
 
 1. start-up: Ray, then each policy's phases (worker group, FSDP model init, rollout servers with their
    KV cache and CUDA graphs, agent loop, first sleep);
-2. the step-0 validation and ``--steps`` loop steps, split into phases (``--phases released:2,adaptive:2``:
-   the first two with the released fixed oversampling, the next two with ``filter.adaptive_oversample``);
+2. the step-0 validation and loop steps in phases (``--phases released:1,adaptive:2,reserve:2``: one step
+   with the released fixed oversampling, two with ``filter.adaptive_oversample``, two with that and
+   ``filter.coach_reserve=1``);
 3. the yardstick: plain GRPO steps of the same Player — 16 fixed AMC prompts x 16 rollouts, the same
    lengths, rewards against the true answers, old and reference log-probs, one update (the `Policy`
    calls the loop makes, without the Coach, the filter and the validation);
@@ -20,7 +21,7 @@ overhead share (the part of a step that is neither generation nor a model update
 phase (``nvidia-smi``, the whole device), the start-up split — and writes it with every step's metrics to
 ``--out`` (``bench_step_gpu.md``, ``bench_step_gpu.json``). Usage (one GPU, vLLM installed):
 
-    python benchmarks/bench_step_gpu.py --out /tmp/bench [--steps 4] [--phases released:2,adaptive:2]
+    python benchmarks/bench_step_gpu.py --out /tmp/bench [--phases released:1,adaptive:2,reserve:2]
         [--checkpoint] [--yardstick-steps 2] [hydra overrides ...]
 
 ``--memory-gb 80`` (default) scales vLLM's ``gpu_memory_utilization`` (a share of the whole device) so that
@@ -54,7 +55,13 @@ PAPER_SHAPE = [
     "warmup.enabled=false", "trainer.logger=[file]",
 ]
 TOY = ["trainer.logger=[file]", "warmup.enabled=false", "filter.quota=2", "player.n=4", "validation.size=8"]
-PHASES = {"released": {"adaptive_oversample": False}, "adaptive": {"adaptive_oversample": True}}
+# Filter settings per phase: the released fixed oversampling; adaptive oversampling; adaptive oversampling
+# with the Coach reserve (later attempts need no Coach wake).
+PHASES = {
+    "released": {"adaptive_oversample": False, "coach_reserve": 0.0},
+    "adaptive": {"adaptive_oversample": True, "coach_reserve": 0.0},
+    "reserve": {"adaptive_oversample": True, "coach_reserve": 1.0},
+}
 # Stages of a loop step as the table lists them: (label, the loop's stage name).
 STAGES = (
     ("Coach generation", "coach"),
@@ -327,7 +334,7 @@ def parse_phases(text: str) -> list[tuple[str, int]]:
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--phases", default="released:2,adaptive:2")
+    parser.add_argument("--phases", default="released:1,adaptive:2,reserve:2")
     parser.add_argument("--yardstick-steps", type=int, default=2)
     parser.add_argument("--yardstick-prompts", type=int, default=16)
     parser.add_argument("--checkpoint", action="store_true", help="time one Player checkpoint save (then deleted)")

@@ -9,6 +9,7 @@ before the loop, runs the steps, logs, archives every generated problem, and che
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -149,6 +150,9 @@ class CoachPlayerLoop:
 
         Each attempt proposes ceil(missing × oversample) candidates in one Coach batch; kept groups
         accumulate across attempts; surplus problems of the last attempt are dropped (released code).
+        # CPMöbius: with ``filter.coach_reserve`` r > 0 a Coach wake writes (1 + r) times the attempt's
+        candidates and later attempts take the rest first (same Coach weights, so the same distribution),
+        waking the Coach only when the reserve runs short; what is left at the end is archived, unused.
 
         Returns:
             ``(kept, metrics)``; ``kept`` is None when the step must be skipped.
@@ -161,17 +165,18 @@ class CoachPlayerLoop:
         rejected, extracted, all_outcomes, label_correct, kept_correct, archive = Counter(), Counter(), [], [], [], []
         levels: list[Optional[int]] = []  # of every well-formed problem (difficulty_of)
         candidates = attempts = surplus = 0
+        reserve: list[tuple[Problem, DataProto]] = []  # this step's Coach candidates not yet handed to the Player
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
             count = candidates_per_attempt(fs.quota - len(kept), fs, self.state.filter_totals)
-            with self.timed("coach"):
-                self.coach.activate()
-                problems, coach_batch, attempt_rejected = propose_problems(self.coach, self.settings.coach, count)
-            attempt_rejected["prompt_too_long"] += reject_unfit_prompts(problems, self.player, *self.player_prompt_args)
+            if len(reserve) < count:
+                reserve += self._propose(math.ceil(count * (1.0 + fs.coach_reserve)))
+            taken, reserve = reserve[:count], reserve[count:]
+            problems = [problem for problem, _ in taken]
+            coach_batch_of = {id(problem): batch for problem, batch in taken}
             candidates += count
-            rejected.update(attempt_rejected)
+            rejected.update(p.reject_reason for p in problems if not p.valid)
             extracted.update(kind for p in problems for kind in p.extracted)
-            self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
             valid = [p for p in problems if p.valid]
             levels += [self.difficulty_of(p.text) for p in valid] if self.difficulty_of else []
             archive += [self._archive_row(attempts, p, None, None) for p in problems if not p.valid]
@@ -193,9 +198,12 @@ class CoachPlayerLoop:
                     surplus += 1
                     continue
                 kept_correct.append(correct)
-                self._append_kept(kept, problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_batch.select_idxs([problem.coach_row]))
+                coach_row = coach_batch_of[id(problem)].select_idxs([problem.coach_row])
+                self._append_kept(kept, problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_row)
+        archive += [self._archive_row(None, p, None, None) for p, _ in reserve]  # written but never rolled out
         self._write_archive(archive)
         step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus, extracted)
+        step_metrics["coach/reserve_unused"] = len(reserve)
         step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct, kept_correct))
         step_metrics.update(metrics.length_metrics("coach/problem_chars", [len(p.text) for p in kept.problems]))
         if self.difficulty_of is not None:
@@ -215,6 +223,19 @@ class CoachPlayerLoop:
             if fs.on_shortfall == "skip_step" or len(kept) < fs.min_kept:
                 return None, step_metrics
         return kept, step_metrics
+
+    def _propose(self, count: int) -> list[tuple[Problem, DataProto]]:
+        """One Coach batch of ``count`` candidates, checked against the Player's prompt limit.
+
+        Returns:
+            ``(problem, coach_batch)`` per candidate in sampling order (``problem.coach_row`` indexes its batch).
+        """
+        with self.timed("coach"):
+            self.coach.activate()
+            problems, coach_batch, _ = propose_problems(self.coach, self.settings.coach, count)
+        reject_unfit_prompts(problems, self.player, *self.player_prompt_args)
+        self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
+        return [(problem, coach_batch) for problem in problems]
 
     def update_player(self, kept: KeptProblems) -> dict[str, float]:
         """GRPO on the kept groups' rollouts: binary reward vs the pseudo-label, verl's update."""

@@ -105,6 +105,11 @@ class FilterSettings:
     oversample_max: float = 8.0
     # Candidates asked for per problem still missing, over 1 / acceptance: a margin for its noise.
     adaptive_margin: float = 1.25
+    # CPMöbius: when the Coach is woken for an attempt it writes ceil(count × (1 + coach_reserve))
+    # candidates; the attempt takes count of them and later attempts of the same step take the rest
+    # first, so they need no Coach wake (two engine switches fewer each). Unused ones are dropped at the
+    # step's end. 0 = the released behaviour (one Coach batch per attempt, exactly its count).
+    coach_reserve: float = 0.0
     # Attempts (Coach batch → Player rollouts → vote) per step before the shortfall policy applies.
     max_attempts: int = 8
     # What to do when the quota is not met: "train_on_fewer", "skip_step" or "error".
@@ -122,6 +127,7 @@ class FilterSettings:
         _require(self.oversample >= 1.0, "filter.oversample", "must be >= 1")
         _require(self.oversample_max >= self.oversample, "filter.oversample_max", "must be >= filter.oversample")
         _require(self.adaptive_margin >= 1.0, "filter.adaptive_margin", "must be >= 1")
+        _require(self.coach_reserve >= 0.0, "filter.coach_reserve", "must be >= 0")
         _require(self.max_attempts >= 1, "filter.max_attempts", "must be >= 1")
         _require(
             self.on_shortfall in SHORTFALL_POLICIES,

@@ -1,0 +1,121 @@
+"""`filter.coach_reserve`: later attempts of a step take the Coach's spare candidates first, without
+waking the Coach (no Ray, no models: the Coach batch, the Player's rollouts and the vote are stand-ins)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+import torch
+from verl import DataProto
+
+from cpmobius import loop as loop_module
+from cpmobius.coach import Problem
+from cpmobius.difficulty_filter import GroupOutcome
+from cpmobius.engine.config import compose_config
+from cpmobius.engine.policy import EngineGuard
+from cpmobius.loop import CoachPlayerLoop
+from cpmobius.settings import load_settings
+from cpmobius.validation import ValidationSet
+
+N = 2  # rollouts per problem
+
+
+class StandInPolicy:
+    """What `collect_problems` uses of a `Policy`: activation through the shared `EngineGuard`."""
+
+    def __init__(self, name: str, guard: EngineGuard) -> None:
+        self.name, self.guard = name, guard
+
+    def activate(self) -> None:
+        if self.guard.awake is not self:
+            self.guard.before_wake(self)
+            self.guard.after_wake(self)
+
+    def deactivate(self) -> None:
+        self.guard.after_sleep(self)
+
+    max_prompt_tokens = 10_000
+
+    def count_prompt_tokens(self, prompts):
+        return [10 for _ in prompts]
+
+
+def rows(count: int, label: float) -> DataProto:
+    return DataProto.from_dict(tensors={"response_mask": torch.ones(count, 3), "label": torch.full((count,), label)},
+                               meta_info={"temperature": 1.0})
+
+
+@pytest.fixture
+def make_loop(tmp_path, monkeypatch):
+    """A loop whose Coach writes numbered problems; the Player keeps the problems whose number is in ``keep``."""
+    written = []
+
+    def propose(coach, settings, count):
+        start = len(written)
+        problems = [Problem(text=f"problem {start + i}", coach_row=i) for i in range(count)]
+        written.extend(p.text for p in problems)
+        return problems, rows(count, float(start)), Counter()
+
+    def make(reserve: float, keep: set[int], quota: int = 4, max_attempts: int = 6):
+        def roll_out(player, texts, n, settings, *args):
+            numbers = [int(t.split()[1]) for t in texts]
+            outcomes = [GroupOutcome("1", 0.5, [True, False], [False, False], k in keep, None if k in keep else "too_easy") for k in numbers]
+            return rows(len(texts) * n, 0.0), outcomes
+
+        monkeypatch.setattr(loop_module, "propose_problems", propose)
+        monkeypatch.setattr(loop_module, "roll_out_and_filter", roll_out)
+        cfg = compose_config([f"trainer.default_local_dir={tmp_path}", f"filter.quota={quota}", "filter.oversample=1.0",
+                              f"filter.max_attempts={max_attempts}", f"filter.coach_reserve={reserve}", f"player.n={N}"])
+        guard = EngineGuard()
+        loop = CoachPlayerLoop(cfg, load_settings(cfg), StandInPolicy("coach", guard), StandInPolicy("player", guard),
+                               val_set=ValidationSet("none", [], [], []))
+        return loop
+
+    make.written = written
+    return make
+
+
+def test_without_a_reserve_every_attempt_wakes_the_coach(make_loop):
+    loop = make_loop(reserve=0.0, keep={1, 5, 9, 11})
+    kept, metrics = loop.collect_problems()
+    assert [p.text for p in kept.problems] == ["problem 1", "problem 5", "problem 9", "problem 11"]
+    # attempts of 4, 3, 2, 2, 1 candidates (oversample 1): 5 attempts, each a Coach and a Player wake
+    assert metrics["filter/attempts"] == 5 and loop.player.guard.switches == 10
+    assert metrics["coach/reserve_unused"] == 0
+
+
+def test_the_reserve_serves_later_attempts_without_waking_the_coach(make_loop, tmp_path):
+    loop = make_loop(reserve=2.0, keep={1, 5, 9, 11})
+    kept, metrics = loop.collect_problems()
+    # The same problems are kept in the same order (the Coach's candidates are taken in sampling order) ...
+    assert [p.text for p in kept.problems] == ["problem 1", "problem 5", "problem 9", "problem 11"]
+    # ... but the Coach wrote 12 at once and was woken once: one Coach and one Player wake in all.
+    assert len(make_loop.written) == 12 and loop.player.guard.switches == 2
+    assert metrics["filter/attempts"] == 5 and metrics["coach/candidates"] == 12
+    assert metrics["coach/reserve_unused"] == 0
+    # Each kept problem's Coach row is the row it was sampled as (the REINFORCE update trains on it).
+    assert kept.coach_batch.batch["label"].tolist() == [0.0] * 4
+    assert len(kept.player_batch) == 4 * N
+
+
+def test_the_reserve_is_topped_up_when_it_runs_short_and_leftovers_are_archived(make_loop, tmp_path):
+    loop = make_loop(reserve=0.5, keep={0, 1, 6})
+    kept, metrics = loop.collect_problems()
+    # attempt 1: Coach writes ceil(4 x 1.5) = 6, takes 4 (keeps 0, 1); attempt 2 takes 2 from the reserve
+    # (none kept); attempt 3 needs 2, the reserve is empty: Coach writes 3 more, takes 2 (keeps 6); ...
+    assert [p.text for p in kept.problems][:3] == ["problem 0", "problem 1", "problem 6"]
+    assert kept.coach_batch.batch["label"].tolist()[:3] == [0.0, 0.0, 6.0]  # from the second Coach batch
+    coach_wakes = loop.player.guard.history.count("coach")
+    assert coach_wakes < metrics["filter/attempts"]
+    archived = [json.loads(line) for line in next((tmp_path / "problems").glob("step_*.jsonl")).read_text().splitlines()]
+    unused = [row for row in archived if row["attempt"] is None]
+    assert len(unused) == metrics["coach/reserve_unused"] == len(make_loop.written) - metrics["coach/candidates"]
+
+
+def test_a_negative_reserve_is_a_config_error():
+    from cpmobius.engine.config import ConfigError
+
+    with pytest.raises(ConfigError, match="filter.coach_reserve"):
+        load_settings(compose_config(["filter.coach_reserve=-1"]))
