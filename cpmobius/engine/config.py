@@ -142,7 +142,7 @@ def worker_env_vars(cfg: DictConfig) -> dict[str, str]:
         "VERL_USE_EXTERNAL_MODULES": EXTERNAL_MODULE,
         "TOKENIZERS_PARALLELISM": "false",
         "NCCL_DEBUG": "WARN",
-        "VLLM_LOGGING_LEVEL": "WARN",
+        "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARN"),  # INFO shows vLLM's start-up phases
         # verl warns in every worker that engines it was not asked for (megatron, veomni, ...) are missing.
         "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore::UserWarning:verl.workers.engine"])),
     }

@@ -145,20 +145,10 @@ def start_warmup(cfg: Any) -> Warmup:
     return Warmup(output, process, log)
 
 
-def run_process_group(command: list[str], env: dict[str, str], log: Any, grace_s: float = 30.0) -> int:
-    """Run ``command`` in its own process group, output to ``log``; return its exit code.
-
-    On Ctrl-C or SIGTERM in this process (any exception while waiting) the whole group, torchrun and
-    the workers it started, gets SIGTERM (SIGKILL after ``grace_s``) before the exception goes on:
-    `subprocess.run` would kill torchrun alone and leave its worker running.
-    """
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    return wait_process_group(process, grace_s)
-
-
 def wait_process_group(process: subprocess.Popen, grace_s: float = 30.0) -> int:
     """Wait for ``process`` (started with ``start_new_session=True``); on any exception while waiting
-    (Ctrl-C, SIGTERM) stop its whole group (`stop_process_group`) before the exception goes on."""
+    (Ctrl-C, SIGTERM) stop its whole group (`stop_process_group`) before the exception goes on:
+    killing torchrun alone, as `subprocess.run` does, would leave its worker running."""
     try:
         return process.wait()
     except BaseException:

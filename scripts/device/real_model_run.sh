@@ -131,7 +131,8 @@ bench_start)  # the GPU step benchmark (issue 17) instead of the training pipeli
   prepare || exit $?
   # BENCH_ARGS: more options and Hydra overrides for benchmarks/bench_step_gpu.py.
   # shellcheck disable=SC2086
-  setsid nohup python3 benchmarks/bench_step_gpu.py --out $WORK/bench ${BENCH_ARGS:-} > $WORK/bench.log 2>&1 < /dev/null &
+  # vLLM's INFO log names its start-up phases (weights, memory profile, CUDA graphs): bench_finish keeps those lines.
+  VLLM_LOGGING_LEVEL=INFO setsid nohup python3 benchmarks/bench_step_gpu.py --out $WORK/bench ${BENCH_ARGS:-} > $WORK/bench.log 2>&1 < /dev/null &
   echo "benchmark started at $(date +%T)"; sleep 45; grep "^\[bench\]" $WORK/bench.log; tail -n 5 $WORK/bench.log ;;
 
 bench_poll)  # wait for the benchmark to end (or SECONDS), printing its progress lines
@@ -144,6 +145,7 @@ bench_finish)  # the table, its figures and the log (compressed) into $OUT; stop
   pgrep -f bench_step_gpu.py >/dev/null && { pkill -TERM -f bench_step_gpu.py; sleep 10; }
   cp $WORK/bench/bench_step_gpu.md $WORK/bench/bench_step_gpu.json "$OUT/" 2>/dev/null
   gzip -c $WORK/bench.log > "$OUT/bench.log.gz"
+  grep -E "took|Graph capturing|Memory profiling|KV cache|init engine|compil" $WORK/bench.log | cut -c1-300 > "$OUT/vllm_startup.txt"
   ls -l "$OUT"; cat $WORK/bench/bench_step_gpu.md 2>/dev/null ;;
 
 poll)
