@@ -54,7 +54,7 @@ from typing import Any, Callable, Optional
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cpmobius.engine.timing import COMPUTE_OPS, SWITCH_OPS, split_step  # noqa: E402
+from cpmobius.engine.timing import COMPUTE_OPS, SWITCH_OPS, op_marks, op_metrics, split_step  # noqa: E402
 
 PAPER_SHAPE = [
     "experiment=paper_qwen_1p5b", "model=qwen2p5_coder_1p5b", "backend=vllm", "trainer.n_gpus_per_node=1",
@@ -149,12 +149,12 @@ def run_loop_steps(loop: Any, phases: list[tuple[str, int]], memory: MemorySampl
         for _ in range(count):
             switches = loop.player.guard.switches
             tokens = dict(loop.state.generated_tokens)
-            marks, started = loop._op_marks(), time.perf_counter()
+            marks, started = op_marks(loop.policies), time.perf_counter()
             metrics = loop.step()
             loop.state.step += 1
             ended = time.perf_counter()
             metrics["timing_s/step"] = ended - started
-            metrics.update(loop._op_metrics(marks))
+            metrics.update(op_metrics(loop.policies, marks))
             row = {"phase": phase, "step": loop.state.step, **metrics,
                    "engine_switches": loop.player.guard.switches - switches,
                    "tokens": {k: v - tokens.get(k, 0) for k, v in loop.state.generated_tokens.items()},

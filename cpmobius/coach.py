@@ -180,6 +180,21 @@ class Problem:
     def valid(self) -> bool:
         return self.reject_reason is None
 
+    def archive_row(self, step: int, attempt: Optional[int], outcome: Any = None, label_correct: Optional[bool] = None) -> dict:
+        """This proposal's row in the run's problem archive (``problems/step_*.jsonl``, README "Logged metrics").
+
+        Args:
+            step: the loop step (1-based); attempt: the filter attempt that used it (None: never rolled out).
+            outcome: its group's `cpmobius.difficulty_filter.GroupOutcome`, when the Player rolled it out.
+            label_correct: whether the pseudo-label is the true answer (None: unknown).
+        """
+        row = {"step": step, "attempt": attempt, "text": self.text, "valid": self.valid, "reject_reason": self.reject_reason,
+               "extracted": list(self.extracted)}
+        if outcome is not None:
+            row.update(pass_rate=outcome.pass_rate, pseudo_label=outcome.pseudo_label, kept=outcome.kept,
+                       drop_reason=outcome.drop_reason, pseudo_label_correct=label_correct)
+        return row
+
 
 def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> Optional[str]:
     """Why ``text`` is not a usable problem, or None.

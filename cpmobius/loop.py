@@ -23,6 +23,7 @@ from verl import DataProto
 from cpmobius import checkpoint, metrics
 from cpmobius.coach import Problem, propose_problems, reject_unfit_prompts
 from cpmobius.difficulty_filter import GroupOutcome, candidates_per_attempt, roll_out_and_filter
+from cpmobius.engine.timing import op_marks, op_metrics
 from cpmobius.grading import answers_equivalent
 from cpmobius.prompts import resolve_answer_instruction
 from cpmobius.rewards import (
@@ -102,6 +103,7 @@ class CoachPlayerLoop:
         self.cfg = cfg
         self.settings = settings
         self.coach, self.player = coach, player
+        self.policies = {"coach": coach, "player": player}
         self.logger = logger
         self.ground_truth = ground_truth
         self.difficulty_of = difficulty_of
@@ -120,8 +122,7 @@ class CoachPlayerLoop:
         self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
         self.stage_log: list[str] = []
-        # (stage, start, end) in time.perf_counter seconds: where the policies' operations happened
-        # (benchmarks/bench_step_gpu.py attributes generation and GPU memory to stages with them).
+        # (stage, start, end) in perf_counter seconds: bench_step_gpu.py attributes operations to stages by them
         self.stage_intervals: list[tuple[str, float, float]] = []
         self._timings: dict[str, float] = {}
 
@@ -179,7 +180,7 @@ class CoachPlayerLoop:
             extracted.update(kind for p in problems for kind in p.extracted)
             valid = [p for p in problems if p.valid]
             levels += [self.difficulty_of(p.text) for p in valid] if self.difficulty_of else []
-            archive += [self._archive_row(attempts, p, None, None) for p in problems if not p.valid]
+            archive += [p.archive_row(self.state.step + 1, attempts) for p in problems if not p.valid]
             if not valid:
                 continue
             with self.timed("difficulty_filter"):
@@ -191,7 +192,7 @@ class CoachPlayerLoop:
                 correct = None if truth is None or outcome.pseudo_label is None else answers_equivalent(outcome.pseudo_label, truth)
                 all_outcomes.append(outcome)
                 label_correct.append(correct)
-                archive.append(self._archive_row(attempts, problem, outcome, correct))
+                archive.append(problem.archive_row(self.state.step + 1, attempts, outcome, correct))
                 if not outcome.kept:
                     continue
                 if len(kept) >= fs.quota:
@@ -200,7 +201,7 @@ class CoachPlayerLoop:
                 kept_correct.append(correct)
                 coach_row = coach_batch_of[id(problem)].select_idxs([problem.coach_row])
                 self._append_kept(kept, problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_row)
-        archive += [self._archive_row(None, p, None, None) for p, _ in reserve]  # written but never rolled out
+        archive += [p.archive_row(self.state.step + 1, None) for p, _ in reserve]  # written but never rolled out
         self._write_archive(archive)
         step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus, extracted)
         step_metrics["coach/reserve_unused"] = len(reserve)
@@ -225,11 +226,8 @@ class CoachPlayerLoop:
         return kept, step_metrics
 
     def _propose(self, count: int) -> list[tuple[Problem, DataProto]]:
-        """One Coach batch of ``count`` candidates, checked against the Player's prompt limit.
-
-        Returns:
-            ``(problem, coach_batch)`` per candidate in sampling order (``problem.coach_row`` indexes its batch).
-        """
+        """One Coach batch of ``count`` candidates, checked against the Player's prompt limit: ``(problem,
+        coach_batch)`` each, in sampling order (``problem.coach_row`` indexes its batch)."""
         with self.timed("coach"):
             self.coach.activate()
             problems, coach_batch, _ = propose_problems(self.coach, self.settings.coach, count)
@@ -336,11 +334,11 @@ class CoachPlayerLoop:
                 checkpoint.save_best_policy(self.output_dir / "best_player", self.player, result.accuracy, 0)
             self._log({"val/accuracy": result.accuracy, **self._accuracy_by_level(result), **self._timing_metrics()}, step=0)
         while self.state.step < total:
-            started, marks = time.perf_counter(), self._op_marks()
+            started, marks = time.perf_counter(), op_marks(self.policies)
             step_metrics = self.step()
             self.state.step += 1
             step_metrics["timing_s/step"] = time.perf_counter() - started
-            step_metrics.update(self._op_metrics(marks))
+            step_metrics.update(op_metrics(self.policies, marks))
             step_metrics.update(self._loop_metrics())
             self._log(step_metrics, step=self.state.step)
             save_freq = int(self.cfg.trainer.save_freq)
@@ -412,18 +410,6 @@ class CoachPlayerLoop:
     def _timing_metrics(self) -> dict[str, float]:
         return {f"timing_s/{stage}": seconds for stage, seconds in self._timings.items()}
 
-    def _op_marks(self) -> dict[str, int]:
-        return {p.name: p.ops.mark() for p in (self.coach, self.player) if hasattr(p, "ops")}
-
-    def _op_metrics(self, marks: dict[str, int]) -> dict[str, float]:
-        """``timing_s/ops/<policy>/<op>``: seconds per engine-side operation since ``marks`` (`cpmobius.engine.timing`)."""
-        result = {}
-        for policy in (self.coach, self.player):
-            if policy.name in marks:
-                for op, seconds in policy.ops.seconds_since(marks[policy.name]).items():
-                    result[f"timing_s/ops/{policy.name}/{op}"] = seconds
-        return result
-
     def _loop_metrics(self) -> dict[str, float]:
         return {
             "loop/engine_switches": float(self.player.guard.switches),
@@ -448,13 +434,6 @@ class CoachPlayerLoop:
         kept.outcomes.append(outcome)
         kept.player_batch = rows if kept.player_batch is None else DataProto.concat([kept.player_batch, rows])
         kept.coach_batch = coach_row if kept.coach_batch is None else DataProto.concat([kept.coach_batch, coach_row])
-
-    def _archive_row(self, attempt: int, problem: Problem, outcome: Optional[GroupOutcome], label_correct: Optional[bool]) -> dict:
-        row = {"step": self.state.step + 1, "attempt": attempt, "text": problem.text, "valid": problem.valid, "reject_reason": problem.reject_reason,
-               "extracted": list(problem.extracted)}
-        if outcome is not None:
-            row.update(pass_rate=outcome.pass_rate, pseudo_label=outcome.pseudo_label, kept=outcome.kept, drop_reason=outcome.drop_reason, pseudo_label_correct=label_correct)
-        return row
 
     def _archive_path(self) -> Path:
         return self.output_dir / "problems" / f"step_{self.state.step + 1:06d}.jsonl"

@@ -135,13 +135,15 @@ def test_policy_operations_are_timed_inside_the_step(loop):
 
     from cpmobius.engine.timing import split_step
 
-    marks, switches, started = loop._op_marks(), loop.player.guard.switches, time.perf_counter()
+    from cpmobius.engine.timing import op_marks, op_metrics
+
+    marks, switches, started = op_marks(loop.policies), loop.player.guard.switches, time.perf_counter()
     metrics = loop.step()
     step_s = time.perf_counter() - started
-    ops = loop._op_metrics(marks)
+    ops = op_metrics(loop.policies, marks)
     assert ops["timing_s/ops/coach/generate"] > 0 and ops["timing_s/ops/coach/generate"] <= metrics["timing_s/coach"]
     assert ops["timing_s/ops/player/generate"] > 0
-    wakes = sum(op == "wake" for policy in (loop.coach, loop.player) for op, _, _ in policy.ops.intervals[marks[policy.name]:])
+    wakes = sum(op == "wake" for role, policy in loop.policies.items() for op, _, _ in policy.ops.intervals[marks[role]:])
     assert wakes == loop.player.guard.switches - switches >= 2  # every engine switch is one timed wake
     if not metrics.get("loop/skipped"):
         assert ops["timing_s/ops/player/update"] > 0 and ops["timing_s/ops/player/log_prob"] > 0

@@ -19,7 +19,7 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 GENERATION_OPS = ("generate",)
 COMPUTE_OPS = ("log_prob", "ref_log_prob", "update")
@@ -55,6 +55,17 @@ class OpLog:
         for op, start, end in self.intervals[mark:]:
             totals[op] += end - start
         return dict(totals)
+
+
+def op_marks(policies: dict[str, Any]) -> dict[str, int]:
+    """`OpLog.mark` of each policy that keeps an `OpLog` (``{role: policy}`` in, ``{role: mark}`` out)."""
+    return {role: p.ops.mark() for role, p in policies.items() if isinstance(getattr(p, "ops", None), OpLog)}
+
+
+def op_metrics(policies: dict[str, Any], marks: dict[str, int]) -> dict[str, float]:
+    """``timing_s/ops/<role>/<op>``: seconds per operation of each policy since its mark (`op_marks`)."""
+    return {f"timing_s/ops/{role}/{op}": seconds
+            for role, mark in marks.items() for op, seconds in policies[role].ops.seconds_since(mark).items()}
 
 
 def split_step(step_seconds: float, op_seconds: dict[str, float]) -> dict[str, float]:
