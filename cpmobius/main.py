@@ -170,7 +170,8 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     try:
         apply_env_to_driver(cfg)
         import cpmobius.engine.extensions  # noqa: F401  (platform and rollout registered in the driver too)
-        from cpmobius.engine.policy import EngineGuard, Policy, make_resource_pool
+        from cpmobius.engine.policy import Policy
+        from cpmobius.engine.sharing import EngineGuard, make_resource_pool, start_policies
         from cpmobius.engine.quiet import quiet_driver
 
         quiet_driver()
@@ -180,7 +181,9 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
             if ours:  # ray.init replaced it (its driver exits or aborts with a stack dump): SIGTERM stops the run as Ctrl-C does
                 signal.signal(signal.SIGTERM, _raise_terminated)
         pool, guard = make_resource_pool(cfg), EngineGuard()
-        player = Policy("player", configs["player"], pool, guard).start()
+        player = Policy("player", configs["player"], pool, guard)
+        if warmup is not None and warmup.running:
+            player.start()  # the Player starts while the Coach warm-up runs (CPU; on a GPU the warm-up ended)
         if warmup is not None:
             from omegaconf import open_dict
 
@@ -188,7 +191,8 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
             with open_dict(cfg):
                 cfg.model.coach_path = str(coach_start)
             configs = build_policy_configs(cfg)  # the Coach now starts from the warm-up output
-        coach = Policy("coach", configs["coach"], pool, guard).start()
+        coach = Policy("coach", configs["coach"], pool, guard)
+        start_policies(*[p for p in (player, coach) if p.worker_group is None])
     except BaseException:
         if warmup is not None:
             warmup.stop()  # Ctrl-C, SIGTERM or a failure while starting: no torchrun left behind

@@ -42,5 +42,9 @@ def test_bench_measures_the_yardstick_and_each_phase(tmp_path, model_cache):
     assert figures["checkpoint_s"] > 0
     startup = figures["startup_s"]
     assert {"player/model_init", "player/rollout_servers", "coach/model_init", "coach/rollout_servers"} <= set(startup)
+    # the wall clock holds every phase once: the overlapping model builds are not counted twice
+    assert 0 <= startup["driver (config, data, Ray start)"] < startup["total (wall clock)"]
+    phases = sum(v for k, v in startup.items() if "/" in k)
+    assert startup["total (wall clock)"] - startup["driver (config, data, Ray start)"] < phases  # the builds overlapped
     for line in ("**overhead share**", "engine switches per step", "CPMöbius step ÷ plain GRPO step", "## Start-up"):
         assert line in table, line

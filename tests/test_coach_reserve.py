@@ -14,7 +14,7 @@ from cpmobius import loop as loop_module
 from cpmobius.coach import Problem
 from cpmobius.difficulty_filter import GroupOutcome
 from cpmobius.engine.config import compose_config
-from cpmobius.engine.policy import EngineGuard
+from cpmobius.engine.sharing import EngineGuard
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.settings import load_settings
 from cpmobius.validation import ValidationSet

@@ -92,3 +92,40 @@ def test_best_player_save_is_atomic_and_carries_its_score(tmp_path):
     best.rename(tmp_path / ".best_player.previous")
     assert read_best_record(best) == {"score": 0.75, "step": 9} and (best / "weights.txt").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best_player"]
+
+
+def test_start_policies_builds_every_model_before_any_rollout_server_starts():
+    """vLLM profiles device memory while its engine starts: no model build (which offloads) may run then."""
+    from cpmobius.engine.sharing import start_policies
+
+    calls = []
+
+    class Recording:
+        def __init__(self, name):
+            self.name = name
+
+        def start_models(self):
+            calls.append(("start_models", self.name))
+
+        def wait_models(self):
+            calls.append(("wait_models", self.name))
+
+        def start_rollout(self):
+            calls.append(("start_rollout", self.name))
+
+    player, coach = Recording("player"), Recording("coach")
+    assert start_policies(player, coach) == (player, coach)
+    first_rollout = min(i for i, (op, _) in enumerate(calls) if op == "start_rollout")
+    last_build = max(i for i, (op, _) in enumerate(calls) if op in ("start_models", "wait_models"))
+    assert last_build < first_rollout
+    assert [c for c in calls if c[0] == "start_models"] == [("start_models", "player"), ("start_models", "coach")]
+
+
+def test_waiting_for_models_never_started_is_an_error():
+    import pytest
+
+    policy = Policy("coach", OmegaConf.create({}), None, None)
+    with pytest.raises(RuntimeError, match="start_models"):
+        policy.wait_models()
+    with pytest.raises(RuntimeError, match="start_models"):
+        policy.start_rollout()

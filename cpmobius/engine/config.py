@@ -146,6 +146,8 @@ def worker_env_vars(cfg: DictConfig) -> dict[str, str]:
         # verl warns in every worker that engines it was not asked for (megatron, veomni, ...) are missing.
         "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore::UserWarning:verl.workers.engine"])),
     }
+    if os.environ.get("CPMOBIUS_PROFILE_DIR"):  # profile each worker's model build (cpmobius.engine.worker)
+        env["CPMOBIUS_PROFILE_DIR"] = os.environ["CPMOBIUS_PROFILE_DIR"]
     platform = cfg.backend.platform
     if platform:
         env["VERL_PLATFORM"] = str(platform)

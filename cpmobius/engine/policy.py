@@ -10,15 +10,15 @@ tensors in verl's padded `DataProto` layout and plain metrics dicts. Per policy:
 - verl's `CheckpointEngineManager` for weight sync and sleep/wake;
 - verl's `AgentLoopManager` with no reward workers (rewards are computed by the loop).
 
-`EngineGuard` keeps at most one policy's rollout engine awake: activating one puts the other to
-sleep first (verl's hybrid sleep discards weights, so activation always re-syncs them).
+How the policies share the devices (one awake rollout engine at a time, the start-up order) is
+`cpmobius.engine.sharing`.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+import time
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import ray
 import torch
@@ -29,50 +29,10 @@ from cpmobius.engine.timing import OpLog
 from cpmobius.prompts import Messages
 from cpmobius.engine.agent_loop import AGENT_LOOP_NAME, GREEDY_KEY, SAMPLING_KEYS, PromptTooLongError
 
+if TYPE_CHECKING:
+    from cpmobius.engine.sharing import EngineGuard
+
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class EngineGuard:
-    """At most one policy's rollout engine awake at a time, and a count of switches.
-
-    Attributes:
-        awake: the policy whose engine is awake, or None.
-        switches: how many times an engine was woken (weight syncs into a rollout engine).
-    """
-
-    awake: Optional["Policy"] = None
-    switches: int = 0
-    history: list[str] = field(default_factory=list)
-
-    def before_wake(self, policy: "Policy") -> None:
-        if self.awake is not None and self.awake is not policy:
-            self.awake.deactivate()
-        self.switches += 1
-        self.history.append(policy.name)
-
-    def after_wake(self, policy: "Policy") -> None:
-        self.awake = policy
-
-    def after_sleep(self, policy: "Policy") -> None:
-        if self.awake is policy:
-            self.awake = None
-
-
-def make_resource_pool(cfg: DictConfig) -> Any:
-    """The Ray resource pool both policies share: ``n_gpus_per_node`` devices on each of ``nnodes``.
-
-    ``max_colocate_count=3`` lets the two policies' worker groups (and verl's helpers) share each
-    device in Ray's books; they never run at the same time.
-    """
-    from verl.single_controller.ray import RayResourcePool
-
-    return RayResourcePool(
-        process_on_nodes=[int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes),
-        use_gpu=True,
-        max_colocate_count=3,
-        name_prefix="cpmobius_",
-    )
 
 
 class Policy:
@@ -85,7 +45,7 @@ class Policy:
         guard: the `EngineGuard` shared by all policies of the run.
     """
 
-    def __init__(self, name: str, config: DictConfig, resource_pool: Any, guard: EngineGuard) -> None:
+    def __init__(self, name: str, config: DictConfig, resource_pool: Any, guard: "EngineGuard") -> None:
         self.name = name
         self.config = config
         self.resource_pool = resource_pool
@@ -93,6 +53,7 @@ class Policy:
         self.global_steps = 0
         self.generation_calls = 0  # names requests deterministically (rollout.full_determinism)
         self.worker_group = None
+        self._model_init: Optional[tuple[float, list[Any]]] = None  # (start, Ray refs) between start_models and start_rollout
         self.server_manager = None
         self.checkpoint_manager = None
         self.agent_loop = None
@@ -148,12 +109,15 @@ class Policy:
 
     def start(self) -> "Policy":
         """Start the worker group, build the models, launch the rollout servers, then sleep them."""
-        from verl.checkpoint_engine import CheckpointEngineManager
-        from verl.experimental.agent_loop import AgentLoopManager
+        return self.start_models().start_rollout()
+
+    def start_models(self) -> "Policy":
+        """Start the worker group and begin building its models (FSDP actor and reference) in the background.
+
+        `start_rollout` waits for them. Several policies' models can build at once (`start_policies`).
+        """
         from verl.single_controller.ray import RayClassWithInitArgs, RayWorkerGroup
-        from verl.utils.config import omega_conf_to_dataclass
         from verl.utils.device import get_device_name
-        from verl.workers.rollout.llm_server import LLMServerManager
 
         from cpmobius.engine.worker import PolicyWorker
 
@@ -166,8 +130,38 @@ class Policy:
                 name_prefix=f"{self.name}_",
                 device_name=get_device_name(),
             )
-        with self.ops.timed("startup/model_init"):  # FSDP actor and reference: weights loaded and sharded
-            self.worker_group.init_model()
+        # init_model is dispatched ONE_TO_ALL without arguments: the same call on every worker, not awaited here.
+        self._model_init = (time.perf_counter(), self.worker_group.execute_all_async("init_model"))
+        return self
+
+    def wait_models(self) -> "Policy":
+        """Wait until the models `start_models` began building are built (nothing when they are).
+
+        Raises:
+            RuntimeError: when `start_models` was not called first.
+        """
+        if self._model_init is not None:
+            started, refs = self._model_init
+            ray.get(refs)
+            self._model_init = None
+            self.ops.add("startup/model_init", started)  # FSDP actor and reference: weights loaded and sharded
+        elif self.worker_group is None:
+            raise RuntimeError(f"{self.name}: start_models() must run before its models can be waited for")
+        return self
+
+    def start_rollout(self) -> "Policy":
+        """Launch the rollout servers and the agent loop once the models are built (`wait_models`), then
+        sleep the engine.
+
+        Raises:
+            RuntimeError: when `start_models` was not called first.
+        """
+        from verl.checkpoint_engine import CheckpointEngineManager
+        from verl.experimental.agent_loop import AgentLoopManager
+        from verl.utils.config import omega_conf_to_dataclass
+        from verl.workers.rollout.llm_server import LLMServerManager
+
+        self.wait_models()
         with self.ops.timed("startup/rollout_servers"):  # engines: weights (dummy), KV cache, CUDA graphs
             self.server_manager = LLMServerManager.create(config=self.config, worker_group=self.worker_group)
         with self.ops.timed("startup/agent_loop"):

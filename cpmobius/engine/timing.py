@@ -45,6 +45,10 @@ class OpLog:
         finally:
             self.intervals.append((op, start, time.perf_counter()))
 
+    def add(self, op: str, start: float) -> None:
+        """Record ``op`` as the interval from ``start`` (a `time.perf_counter` reading) to now."""
+        self.intervals.append((op, start, time.perf_counter()))
+
     def mark(self) -> int:
         """A position to pass to `seconds_since` (the number of intervals so far)."""
         return len(self.intervals)

@@ -85,6 +85,11 @@ class Warmup:
         self.output, self.process, self.log = output, process, log
         self._hf_dir: Optional[Path] = None
 
+    @property
+    def running(self) -> bool:
+        """Whether the warm-up's process group is still running (False once it ended or when it was cached)."""
+        return self.process is not None and self.process.poll() is None
+
     def wait(self) -> Path:
         """Wait for the warm-up to end; return the HF folder to start the Coach from (again on a later call).
 

@@ -27,7 +27,9 @@
 #
 # The GPU step benchmark (issue 17, benchmarks/bench_step_gpu.py) goes through the same burst with
 # `bench_start` (MODEL=qwen2.5-coder-1.5b; BENCH_ARGS: the benchmark's options), `bench_poll [SECONDS]`
-# and `bench_finish` (its table, figures and compressed log into $OUT) in place of start / poll / finish.
+# and `bench_finish` (its table, figures, compressed log, vLLM's start-up lines and the model builds' profiles into
+# $OUT) in place of start / poll / finish; then `rollout_bench`: benchmarks/bench_rollout.py on the same model
+# (the HF rollout server on CUDA, with and without per-request seeds, beside plain batched generate).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 VLLM_USE_FLASHINFER_SAMPLER=0
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -141,11 +143,21 @@ bench_poll)  # wait for the benchmark to end (or SECONDS), printing its progress
   grep "^\[bench\]" $WORK/bench.log; echo "--- last lines:"; tail -n 8 $WORK/bench.log
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader ;;
 
+rollout_bench)  # issue 17 item 0: the HF rollout server on CUDA beside plain batched generate, on the staged model
+  env_setup
+  base=$(python3 -m cpmobius.models path "$MODEL") || exit 5
+  for mode in "" --no-full-determinism; do  # per-request seeds (the backend's default), then the global RNG
+    # shellcheck disable=SC2086
+    python3 benchmarks/bench_rollout.py --model "$base" ${ROLLOUT_ARGS:---concurrency 128 --new-tokens 128 --repeats 2 --serial-requests 2} $mode
+  done 2>&1 | grep -vE "it/s\]|Warning|warn" | tee "$OUT/bench_rollout_cuda.txt" ;;
+
 bench_finish)  # the table, its figures and the log (compressed) into $OUT; stops the benchmark if it still runs
   pgrep -f bench_step_gpu.py >/dev/null && { pkill -TERM -f bench_step_gpu.py; sleep 10; }
   cp $WORK/bench/bench_step_gpu.md $WORK/bench/bench_step_gpu.json "$OUT/" 2>/dev/null
   gzip -c $WORK/bench.log > "$OUT/bench.log.gz"
-  grep -E "took|Graph capturing|Memory profiling|KV cache|init engine|compil" $WORK/bench.log | cut -c1-300 > "$OUT/vllm_startup.txt"
+  grep -E "took|Graph capturing|Memory profiling|KV cache|init engine|compil|Loading|Starting|Capturing CUDA graphs.*100%|\[bench\] start-up" $WORK/bench.log \
+    | grep -v "it/s\]$" | cut -c1-300 > "$OUT/vllm_startup.txt"
+  for f in $WORK/bench/profiles/*.txt; do [ -f "$f" ] && { echo "=== $f"; head -n 70 "$f"; }; done > "$OUT/init_profile.txt"
   ls -l "$OUT"; cat $WORK/bench/bench_step_gpu.md 2>/dev/null ;;
 
 poll)

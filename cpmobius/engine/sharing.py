@@ -1,0 +1,79 @@
+"""How the two policies share the devices: one resource pool, one awake rollout engine, the start-up order.
+
+`EngineGuard` keeps at most one policy's rollout engine awake: activating one puts the other to
+sleep first (verl's hybrid sleep discards weights, so activation always re-syncs them).
+`start_policies` starts policies so that their models build at once and their engines one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import DictConfig
+
+Policy = Any  # a `cpmobius.engine.policy.Policy` (which imports this module)
+
+
+@dataclass
+class EngineGuard:
+    """At most one policy's rollout engine awake at a time, and a count of switches.
+
+    Attributes:
+        awake: the policy whose engine is awake, or None.
+        switches: how many times an engine was woken (weight syncs into a rollout engine).
+    """
+
+    awake: Optional[Policy] = None
+    switches: int = 0
+    history: list[str] = field(default_factory=list)
+
+    def before_wake(self, policy: Policy) -> None:
+        if self.awake is not None and self.awake is not policy:
+            self.awake.deactivate()
+        self.switches += 1
+        self.history.append(policy.name)
+
+    def after_wake(self, policy: Policy) -> None:
+        self.awake = policy
+
+    def after_sleep(self, policy: Policy) -> None:
+        if self.awake is policy:
+            self.awake = None
+
+
+def make_resource_pool(cfg: DictConfig) -> Any:
+    """The Ray resource pool both policies share: ``n_gpus_per_node`` devices on each of ``nnodes``.
+
+    ``max_colocate_count=3`` lets the two policies' worker groups (and verl's helpers) share each
+    device in Ray's books; they never run at the same time.
+    """
+    from verl.single_controller.ray import RayResourcePool
+
+    return RayResourcePool(
+        process_on_nodes=[int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes),
+        use_gpu=True,
+        max_colocate_count=3,
+        name_prefix="cpmobius_",
+    )
+
+
+def start_policies(*policies: Policy) -> tuple[Policy, ...]:
+    """Start policies that share the devices: their models build at once, their rollout servers one by one.
+
+    Building the FSDP models is most of a policy's start-up and needs no exclusive device, so the policies
+    build theirs concurrently (on one H200 at the 1.5B shape each took 60-70 s, one after the other). The
+    rollout servers start only once every model is built, one policy at a time: vLLM sizes its KV cache
+    from a memory profile taken at start-up and fails when another process frees device memory meanwhile
+    (an FSDP model offloading to the host, or another engine going to sleep).
+
+    Returns:
+        the policies, started (as `Policy.start` leaves one).
+    """
+    for policy in policies:
+        policy.start_models()
+    for policy in policies:
+        policy.wait_models()
+    for policy in policies:
+        policy.start_rollout()
+    return policies
