@@ -149,7 +149,8 @@ def candidates_per_attempt(missing: int, settings: FilterSettings, totals: dict[
     Args:
         missing: problems still wanted this step (>= 1).
         settings: the filter settings.
-        totals: the run's running counts ``candidates`` and ``accepted`` (`LoopState.filter_totals`).
+        totals: running counts ``candidates`` and ``accepted`` over earlier steps and this step's earlier
+            attempts (`LoopState.filter_totals` plus the step's own), so the first step adapts too.
 
     Returns:
         The number of candidates (>= missing).

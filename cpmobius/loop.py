@@ -169,7 +169,9 @@ class CoachPlayerLoop:
         reserve: list[tuple[Problem, DataProto]] = []  # this step's Coach candidates not yet handed to the Player
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
-            count = candidates_per_attempt(fs.quota - len(kept), fs, self.state.filter_totals)
+            seen = self.state.filter_totals  # CPMöbius: adaptive sizing also learns from this step's earlier attempts
+            count = candidates_per_attempt(fs.quota - len(kept), fs, {"candidates": seen.get("candidates", 0) + candidates,
+                                                                      "accepted": seen.get("accepted", 0) + len(kept) + surplus})
             if len(reserve) < count:
                 reserve += self._propose(math.ceil(count * (1.0 + fs.coach_reserve)))
             taken, reserve = reserve[:count], reserve[count:]

@@ -58,7 +58,7 @@ def make_loop(tmp_path, monkeypatch):
         written.extend(p.text for p in problems)
         return problems, rows(count, float(start)), Counter()
 
-    def make(reserve: float, keep: set[int], quota: int = 4, max_attempts: int = 6):
+    def make(reserve: float, keep: set[int], quota: int = 4, max_attempts: int = 6, adaptive: bool = False):
         def roll_out(player, texts, n, settings, *args):
             numbers = [int(t.split()[1]) for t in texts]
             outcomes = [GroupOutcome("1", 0.5, [True, False], [False, False], k in keep, None if k in keep else "too_easy") for k in numbers]
@@ -67,7 +67,8 @@ def make_loop(tmp_path, monkeypatch):
         monkeypatch.setattr(loop_module, "propose_problems", propose)
         monkeypatch.setattr(loop_module, "roll_out_and_filter", roll_out)
         cfg = compose_config([f"trainer.default_local_dir={tmp_path}", f"filter.quota={quota}", "filter.oversample=1.0",
-                              f"filter.max_attempts={max_attempts}", f"filter.coach_reserve={reserve}", f"player.n={N}"])
+                              f"filter.max_attempts={max_attempts}", f"filter.coach_reserve={reserve}", f"player.n={N}",
+                              f"filter.adaptive_oversample={adaptive}"])
         guard = EngineGuard()
         loop = CoachPlayerLoop(cfg, load_settings(cfg), StandInPolicy("coach", guard), StandInPolicy("player", guard),
                                val_set=ValidationSet("none", [], [], []))
@@ -112,6 +113,17 @@ def test_the_reserve_is_topped_up_when_it_runs_short_and_leftovers_are_archived(
     archived = [json.loads(line) for line in next((tmp_path / "problems").glob("step_*.jsonl")).read_text().splitlines()]
     unused = [row for row in archived if row["attempt"] is None]
     assert len(unused) == metrics["coach/reserve_unused"] == len(make_loop.written) - metrics["coach/candidates"]
+
+
+def test_adaptive_sizing_learns_from_the_first_steps_earlier_attempts(make_loop):
+    """At the run's first step there is no history: attempt 1 asks for ceil(4 x 1.0); it keeps 1 of 4, so
+    attempt 2 sizes from that acceptance (1.25 / 0.25 = 5 x the 3 missing), not from the empty history
+    (which would ask for 3 and need several more Coach and Player wakes)."""
+    loop = make_loop(reserve=0.0, keep={1, 5, 6, 7}, adaptive=True)
+    kept, metrics = loop.collect_problems()
+    assert len(make_loop.written) == 4 + 15
+    assert metrics["filter/attempts"] == 2 and [p.text for p in kept.problems] == [f"problem {k}" for k in (1, 5, 6, 7)]
+    assert loop.state.filter_totals["candidates"] == 19 and loop.state.filter_totals["accepted"] == 4
 
 
 def test_a_negative_reserve_is_a_config_error():
