@@ -30,10 +30,12 @@ reported against the same 80 GB. With ``--toy`` it runs the embedded default's t
 machine's CPU instead (a smoke test of the benchmark itself: its figures mean nothing for a GPU).
 
 Figures on record (one H200 emulating 80 GB, Qwen2.5-Coder-1.5B-Instruct, 2026-12-02; the README's
-"Performance" section and benchmarks/results/h200_bench_step_1p5b_2026-12-02/): step 245 s released
+"Performance" section and benchmarks/results/h200_bench_step_1p5b_2026-12-02*/): step 245 s released
 (8 attempts, 17 engine switches), 210 s with adaptive oversampling (2.5 attempts, 6 switches); model
-compute 70 % of a step, overhead share 4-5 %; peak 75.0 GiB; start-up 380 s. Not yet measured: the
-yardstick (the run ran out of device time in it; it now runs first) and the ``reserve`` phase.
+compute 70 % of a step, overhead share 4-5 %; peak 75.0 GiB; start-up 380 s. Second run: plain GRPO step
+213.5 s, the first CPMöbius step (adaptive + reserve, 12 attempts) 294.4 s, ratio 1.38, overhead 4.2 %,
+start-up 425.6 s with the model builds overlapped. Not yet measured: the checkpoint save, a steady-state
+step with the reserve.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def stage_op_seconds(loop: Any, policies: dict[str, Any], since: float) -> dict[
     Returns:
         ``{stage: {op: seconds}}``; an operation is attributed to the stage whose interval contains its middle.
     """
-    stages = [(name, start, end) for name, start, end in loop.stage_intervals if start >= since]
+    stages = [(name, start, end) for name, start, end in loop.stages.intervals if start >= since]
     result: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for policy in policies.values():
         for op, start, end in policy.ops.intervals:

@@ -12,10 +12,9 @@ import json
 import math
 import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, ContextManager, Optional
 
 from omegaconf import OmegaConf
 from verl import DataProto
@@ -23,7 +22,7 @@ from verl import DataProto
 from cpmobius import checkpoint, metrics
 from cpmobius.coach import Problem, propose_problems, reject_unfit_prompts
 from cpmobius.difficulty_filter import GroupOutcome, candidates_per_attempt, roll_out_and_filter
-from cpmobius.engine.timing import op_marks, op_metrics
+from cpmobius.engine.timing import OpLog, op_marks, op_metrics
 from cpmobius.grading import answers_equivalent
 from cpmobius.prompts import resolve_answer_instruction
 from cpmobius.rewards import (
@@ -122,15 +121,15 @@ class CoachPlayerLoop:
         self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
         self.stage_log: list[str] = []
-        # (stage, start, end) in perf_counter seconds: bench_step_gpu.py attributes operations to stages by them
-        self.stage_intervals: list[tuple[str, float, float]] = []
-        self._timings: dict[str, float] = {}
+        # each stage's (stage, start, end) in perf_counter seconds: bench_step_gpu.py attributes operations to stages by them
+        self.stages = OpLog()
+        self._step_mark = 0
 
     # ------------------------------------------------------------------ Algorithm 1
 
     def step(self) -> dict[str, float]:
         """One coach–player iteration; returns its metrics."""
-        self._timings = {}
+        self._step_mark = self.stages.mark()
         kept, step_metrics = self.collect_problems()  # coach generation + difficulty filter
         if kept is None:
             return {**step_metrics, **self._skipped_step()}
@@ -386,17 +385,10 @@ class CoachPlayerLoop:
 
     # ------------------------------------------------------------------ helpers
 
-    @contextmanager
-    def timed(self, stage: str):
+    def timed(self, stage: str) -> ContextManager[None]:
         if not self.stage_log or self.stage_log[-1] != stage:
             self.stage_log.append(stage)
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            ended = time.perf_counter()
-            self._timings[stage] = self._timings.get(stage, 0.0) + ended - started
-            self.stage_intervals.append((stage, started, ended))
+        return self.stages.timed(stage)
 
     def _measure_validation(self) -> Any:
         """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted."""
@@ -410,7 +402,7 @@ class CoachPlayerLoop:
         return metrics.accuracy_by_level([self.difficulty_of(p) for p in self.val_set.problems], result.correct_per_problem)
 
     def _timing_metrics(self) -> dict[str, float]:
-        return {f"timing_s/{stage}": seconds for stage, seconds in self._timings.items()}
+        return {f"timing_s/{stage}": seconds for stage, seconds in self.stages.seconds_since(self._step_mark).items()}
 
     def _loop_metrics(self) -> dict[str, float]:
         return {

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def load_script():
+    """Import one of the repository's scripts by its path: ``load_script("benchmarks/bench_step_gpu.py")``."""
+
+    def load(relative: str):
+        path = REPO_ROOT / relative
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 def pytest_collection_modifyitems(config, items):

@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from cpmobius.eval.data import default_data_dir
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fetch_benchmarks.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("fetch_benchmarks", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.skipif(not (default_data_dir() / "amc" / "amc.jsonl").is_file(), reason="no ../shared/data")
-def test_local_copy_round_trips_into_what_validation_reads(tmp_path, capsys):
+def test_local_copy_round_trips_into_what_validation_reads(tmp_path, capsys, load_script):
     from cpmobius.settings import ValidationSettings
     from cpmobius.validation import load_validation_set
 
-    fetch = load_script()
+    fetch = load_script("scripts/fetch_benchmarks.py")
     out = tmp_path / "data" / "eval"
     assert fetch.main(["--out", str(out), "--source", "local", "--data-dir", str(default_data_dir()), "--benchmarks", "amc", "aime24"]) == 0
     rows = [json.loads(line) for line in (out / "amc" / "amc.jsonl").read_text().splitlines()]
@@ -38,8 +28,8 @@ def test_local_copy_round_trips_into_what_validation_reads(tmp_path, capsys):
     assert (out / "aime24" / "aime24.jsonl").read_text() == "kept\n"  # not rewritten without --force
 
 
-def test_a_missing_source_is_one_line_and_exit_2(tmp_path, capsys):
-    fetch = load_script()
+def test_a_missing_source_is_one_line_and_exit_2(tmp_path, capsys, load_script):
+    fetch = load_script("scripts/fetch_benchmarks.py")
     code = fetch.main(["--out", str(tmp_path / "eval"), "--source", "local", "--data-dir", str(tmp_path / "none"), "--benchmarks", "amc"])
     assert code == 2
     err = capsys.readouterr().err.strip()

@@ -4,7 +4,6 @@ summary; all fast, no Ray, no models."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import re
@@ -21,7 +20,6 @@ from cpmobius.prompts import coach_prompt
 from cpmobius.settings import CoachSettings
 from cpmobius.toy import world as tw
 
-REPO = Path(__file__).resolve().parents[1]
 INSTRUCTION = CoachSettings().instruction
 
 
@@ -136,10 +134,8 @@ def test_plot_without_metrics_raises(tmp_path):
         plot_training_dynamics(tmp_path)
 
 
-def test_benchmark_summary_and_table(tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_toy_learning", REPO / "benchmarks" / "bench_toy_learning.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+def test_benchmark_summary_and_table(tmp_path, load_script):
+    bench = load_script("benchmarks/bench_toy_learning.py")
     _write_metrics(tmp_path / "metrics.jsonl", _toy_rows(range(0, 11)))
     row = bench.summarize_run(tmp_path)
     # start 0.20, end 0.30; last three 0.28, 0.29, 0.30 -> mean 0.29; peak 0.30

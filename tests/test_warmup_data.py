@@ -4,7 +4,6 @@ is reachable offline)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import shutil
@@ -222,14 +221,7 @@ def test_missing_inputs_are_clear_errors(tmp_path):
         sources.load_benchmarks(tmp_path)
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("prepare_warmup_data", REPO / "scripts" / "prepare_warmup_data.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_cli_writes_parquet_and_manifest_deterministically(fixture, tmp_path, capsys):
+def test_cli_writes_parquet_and_manifest_deterministically(fixture, tmp_path, capsys, load_script):
     rows, eval_dir, _, has_amc = fixture
     source = tmp_path / "eurus.parquet"
     import pyarrow as pa
@@ -254,7 +246,7 @@ def test_cli_writes_parquet_and_manifest_deterministically(fixture, tmp_path, ca
     # Same input, same seed → same bytes (in-process run of the same CLI; JSONL source gives the same rows).
     jsonl = tmp_path / "eurus.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    script = load_script()
+    script = load_script("scripts/prepare_warmup_data.py")
     assert script.main(["--source", str(jsonl), *args[2:], "--out", str(tmp_path / "b" / "w.parquet"), "--quiet"]) == 0
     assert sources.file_sha256(tmp_path / "b" / "w.parquet") == manifest["output"]["sha256"]
 
