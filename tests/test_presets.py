@@ -42,3 +42,18 @@ def test_preset_loss_aggregation_is_the_released_one_for_both_policies(preset):
 def test_a_player_temperature_override_moves_the_validation_temperature_with_it():
     cfg = compose_config(["experiment=paper_qwen_1p5b", "player.verl.rollout.temperature=0.8"])
     assert policy_config(cfg, "player").actor_rollout_ref.rollout.val_kwargs.temperature == 0.8
+
+
+@pytest.mark.parametrize("preset", sorted(RELEASED))
+def test_on_a_gpu_the_reference_is_stored_in_bf16_and_the_trained_weights_in_fp32(preset):
+    """verl streams the reference from the host for every micro-batch: bf16 halves those bytes. The
+    trained actor keeps fp32 master weights (its optimizer steps need them)."""
+    cfg = compose_config([f"experiment={preset}"])
+    for name in ("coach", "player"):
+        arr = policy_config(cfg, name).actor_rollout_ref
+        assert (arr.ref.fsdp_config.model_dtype, arr.actor.fsdp_config.model_dtype) == ("bf16", "fp32"), name
+
+
+def test_on_the_cpu_the_reference_keeps_fp32():
+    arr = policy_config(compose_config(["backend=cpu"]), "player").actor_rollout_ref
+    assert arr.ref.fsdp_config.model_dtype == "fp32"
