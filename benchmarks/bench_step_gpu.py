@@ -368,6 +368,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--yardstick-prompts", type=int, default=16)
     parser.add_argument("--checkpoint", action="store_true", help="time one Player checkpoint save (then deleted)")
     parser.add_argument("--memory-gb", type=float, default=80.0, help="the GPU memory to emulate (vLLM's share is scaled to it)")
+    parser.add_argument("--profile-startup", action="store_true",
+                        help="profile each policy's model build (cProfile, <out>/profiles/); slows the build it times")
     parser.add_argument("--toy", action="store_true", help="the embedded default's tiny models on CPU (smoke test)")
     args, overrides = parser.parse_known_args(argv)
     phases = parse_phases(args.phases)
@@ -391,12 +393,13 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"{total_gib:.0f} GiB device", flush=True)
     from cpmobius.main import build_loop
 
-    os.environ.setdefault("CPMOBIUS_PROFILE_DIR", str(args.out / "profiles"))  # where each model build's profile goes
+    if args.profile_startup:  # cProfile slows the builds it profiles: the start-up figures are then not clean
+        os.environ.setdefault("CPMOBIUS_PROFILE_DIR", str(args.out / "profiles"))
     started = time.perf_counter()
     loop = build_loop(cfg)
     startup = startup_split(loop, time.perf_counter() - started)
     startup_peak = memory.peak(started)
-    print(f"[bench] start-up: " + ", ".join(f"{k} {v:.1f}" for k, v in startup.items()), flush=True)
+    print("[bench] start-up: " + ", ".join(f"{k} {v:.1f}" for k, v in startup.items()), flush=True)
     rows: list[dict[str, Any]] = []
     yardstick: list[dict[str, Any]] = []
     checkpoint_s = None

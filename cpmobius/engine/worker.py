@@ -3,7 +3,7 @@
 The only additions: before verl builds the training engine, the CPU fixes of
 `cpmobius.engine.cpu_platform.install_cpu_engine_fixes` are installed in the worker process
 (a no-op on any other platform), and the library notices of `cpmobius.engine.quiet` are silenced.
-With ``CPMOBIUS_PROFILE_DIR`` set (the GPU step benchmark sets it), the model build is profiled
+With ``CPMOBIUS_PROFILE_DIR`` set (`benchmarks/bench_step_gpu.py --profile-startup` sets it), the model build is profiled
 (cProfile) and its 40 costliest calls by cumulative time go to ``<dir>/init_model_<pid>.txt``.
 """
 

@@ -27,7 +27,7 @@
 #
 # The GPU step benchmark (issue 17, benchmarks/bench_step_gpu.py) goes through the same burst with
 # `bench_start` (MODEL=qwen2.5-coder-1.5b; BENCH_ARGS: the benchmark's options), `bench_poll [SECONDS]`
-# and `bench_finish` (its table, figures, compressed log, vLLM's start-up lines and the model builds' profiles into
+# and `bench_finish` (its table, figures, compressed log, vLLM's start-up lines and, with --profile-startup, the model builds' profiles into
 # $OUT) in place of start / poll / finish; then `rollout_bench`: benchmarks/bench_rollout.py on the same model
 # (the HF rollout server on CUDA, with and without per-request seeds, beside plain batched generate).
 set -uo pipefail
