@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cpmobius.engine.hf_sampling import SeededSampler, counter_gumbel, splitmix64
+from cpmobius.engine.hf_sampling import SeededSampler, counter_uniform, inverse_cdf_draw, splitmix64
 
 MASK = (1 << 64) - 1
 
@@ -24,12 +24,26 @@ def test_splitmix64_matches_the_integer_reference(value):
     assert got == splitmix64_reference(value & MASK)
 
 
-def test_a_rows_noise_depends_on_its_seed_alone():
-    alone = counter_gumbel(torch.tensor([7]), step=3, vocab=50)
-    in_batch = counter_gumbel(torch.tensor([11, 7, 5]), step=3, vocab=50)
+def test_a_rows_uniform_depends_on_its_seed_and_step_alone():
+    alone = counter_uniform(torch.tensor([7]), step=3)
+    in_batch = counter_uniform(torch.tensor([11, 7, 5]), step=3)
     assert torch.equal(alone[0], in_batch[1])
-    assert not torch.equal(in_batch[0], in_batch[1])
-    assert not torch.equal(alone, counter_gumbel(torch.tensor([7]), step=4, vocab=50))
+    assert len(set(in_batch.tolist())) == 3
+    assert not torch.equal(alone, counter_uniform(torch.tensor([7]), step=4))
+    many = counter_uniform(torch.arange(20000), step=0)
+    assert 0.0 < float(many.min()) and float(many.max()) < 1.0
+    assert abs(float(many.mean()) - 0.5) < 0.01  # the mean of 20,000 uniforms: standard error 0.002
+
+
+def test_inverse_cdf_draw_picks_the_token_whose_interval_holds_the_uniform():
+    scores = torch.tensor([0.5, 0.25, 0.25]).log()[None, :].repeat(4, 1)
+    uniforms = torch.tensor([0.1, 0.6, 0.8, 0.4999], dtype=torch.float64)
+    assert inverse_cdf_draw(scores, uniforms).squeeze(1).tolist() == [0, 1, 2, 0]
+
+
+def test_inverse_cdf_draw_at_the_top_edge_falls_back_to_the_last_possible_token():
+    scores = torch.tensor([[0.0, 0.0, float("-inf"), float("-inf")]])
+    assert inverse_cdf_draw(scores, torch.tensor([1.0], dtype=torch.float64)).item() == 1
 
 
 def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:

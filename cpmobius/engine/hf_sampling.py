@@ -70,17 +70,30 @@ def splitmix64(x: torch.Tensor) -> torch.Tensor:
     return x ^ _shift_right(x, 31)
 
 
-def counter_gumbel(seeds: torch.Tensor, step: int, vocab: int) -> torch.Tensor:
-    """(rows, vocab) float64 Gumbel(0, 1) noise, a pure function of (row seed, step, token id).
+def counter_uniform(seeds: torch.Tensor, step: int) -> torch.Tensor:
+    """(rows,) float64 uniforms in (0, 1), a pure function of (row seed, step): 53-bit, one per row.
 
-    The noise of one row depends on its seed alone, never on the other rows, so a batch needs no
-    per-row generator: one vectorised computation on the logits' device. 53-bit uniforms.
+    A row's number depends on its seed alone, never on the other rows, so a batch needs no per-row
+    generator: one vectorised computation on the seeds' device.
     """
-    row = splitmix64(seeds.to(torch.int64) ^ splitmix64(torch.tensor(step, dtype=torch.int64, device=seeds.device)))
-    tokens = torch.arange(vocab, dtype=torch.int64, device=seeds.device) * _GOLDEN
-    bits = splitmix64(row[:, None] + tokens[None, :])
-    uniform = (_shift_right(bits, 11).double() + 0.5) * 2.0**-53
-    return -torch.log(-torch.log(uniform))
+    bits = splitmix64(seeds.to(torch.int64) ^ splitmix64(torch.tensor(step, dtype=torch.int64, device=seeds.device)))
+    return (_shift_right(bits, 11).double() + 0.5) * 2.0**-53
+
+
+def inverse_cdf_draw(scores: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """(rows, 1) int64 token ids: row r's token is the first whose cumulative softmax(scores[r])
+    exceeds ``uniforms[r]`` — an exact sample of softmax(scores[r]) for a uniform in (0, 1).
+
+    scores: (rows, vocab) logits after the warpers (``-inf`` where a token was removed); uniforms:
+    (rows,) float64. In float64, so a token's interval is its probability to ~1e-16; a removed token
+    has an empty interval and is never drawn (the rounding edge u·total == total falls back to the
+    row's last possible token).
+    """
+    cdf = torch.softmax(scores.double(), dim=-1).cumsum(dim=-1)
+    total = cdf[:, -1:]
+    chosen = torch.searchsorted(cdf, uniforms[:, None].to(cdf.dtype) * total, right=True)
+    last_possible = (cdf < total).sum(dim=-1, keepdim=True)  # the first index where the cdf reaches its total
+    return torch.minimum(chosen, last_possible)
 
 
 class SeededSampler:
@@ -93,10 +106,13 @@ class SeededSampler:
     On a CPU each row draws with its own ``torch.Generator`` (``torch.multinomial``). On an
     accelerator that would copy the (rows, vocab) probabilities to the host at every token (78 MB a
     step for 128 rows of Qwen2.5's 152k vocabulary) and sample row by row in Python: the HF rollout
-    was host-bound (GPU 4-8% busy). There the draw is the Gumbel-max trick with counter-based noise
-    (`counter_gumbel`): argmax(scores + Gumbel noise) is a sample of softmax(scores), computed for
-    all rows at once on the device. Both are exact samplers of the same distribution; their streams
-    differ, so a run replays exactly on the same kind of device.
+    was host-bound (GPU 4-8% busy). There the draw is inverse-CDF sampling with one counter-based
+    uniform per row (`counter_uniform`, `inverse_cdf_draw`), for all rows at once on the device: one
+    softmax and one cumulative sum over the vocabulary. (The Gumbel-max draw it replaces needed a
+    hashed noise value per row and token — (rows, vocab) 64-bit integer arithmetic at every token —
+    and made the seeded rollout 0.55x as fast as plain ``generate`` at 256 rows on an H200, 7x the
+    sampler's cost of this draw on a CPU.) Both are exact samplers of the same distribution; their
+    streams differ, so a run replays exactly on the same kind of device.
     """
 
     def __init__(self, seeds: list[int], vectorised: Optional[bool] = None) -> None:
@@ -111,8 +127,7 @@ class SeededSampler:
         if vectorised:
             if self._seed_tensor is None or self._seed_tensor.device != scores.device:
                 self._seed_tensor = torch.tensor(self.seeds, dtype=torch.int64, device=scores.device)
-            noise = counter_gumbel(self._seed_tensor, self.step, scores.shape[-1])
-            chosen = (scores.double() + noise).argmax(dim=-1, keepdim=True)
+            chosen = inverse_cdf_draw(scores, counter_uniform(self._seed_tensor, self.step))
         else:
             if self.generators is None:
                 self.generators = [torch.Generator().manual_seed(seed) for seed in self.seeds]
