@@ -120,7 +120,6 @@ class CoachPlayerLoop:
                   f"every Player prompt ends with {answer_instruction!r}", flush=True)
         self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
-        self.stage_log: list[str] = []
         # each stage's (stage, start, end) in perf_counter seconds: bench_step_gpu.py attributes operations to stages by them
         self.stages = OpLog()
         self._step_mark = 0
@@ -386,9 +385,12 @@ class CoachPlayerLoop:
     # ------------------------------------------------------------------ helpers
 
     def timed(self, stage: str) -> ContextManager[None]:
-        if not self.stage_log or self.stage_log[-1] != stage:
-            self.stage_log.append(stage)
         return self.stages.timed(stage)
+
+    def stage_sequence(self, mark: int = 0) -> list[str]:
+        """The stages run since ``mark`` (`OpLog.mark` of ``self.stages``), in order, repeats merged."""
+        names = [stage for stage, _, _ in self.stages.intervals[mark:]]
+        return [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
 
     def _measure_validation(self) -> Any:
         """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted."""

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import hydra
 from omegaconf import DictConfig
@@ -95,22 +95,30 @@ def make_tracking(cfg: DictConfig) -> Any:
     )
 
 
-def prepare_models(cfg: DictConfig, settings: Any) -> None:
-    """Build (and cache) the toy models when the config asks for them; real checkpoints are used as given."""
-    if cfg.model.get("name") == "tiny":
-        from cpmobius.toy.world import PretrainSpec, materialize_toy_models, toy_models_cached, write_coach_warmup_data
+def prepare_models(cfg: DictConfig, settings: Any, coach_ready: Optional[Callable[[], None]] = None) -> None:
+    """Build (and cache) the toy models when the config asks for them; real checkpoints are used as given.
 
-        models = (cfg.model.coach_path, cfg.model.player_path, settings.coach.instruction)
-        specs = {"tiny_spec": dict(cfg.model.tiny_spec), "pretrain_spec": PretrainSpec(**cfg.model.get("pretrain", {}))}
-        if toy_models_cached(*models, **specs):
-            print(f"[cpmobius] toy world: the tiny Coach and Player loaded from cache ({cfg.model.cache_dir})", flush=True)
-        else:
-            print("[cpmobius] toy world: pretraining the tiny Coach and Player (once: about 2 minutes on 2 cores; "
-                  f"then cached in {cfg.model.cache_dir})", flush=True)
-        materialize_toy_models(*models, **specs, progress=True)
-        toy_warmup = cfg.model.get("toy_warmup")
-        if toy_warmup is not None and settings.warmup.enabled:
-            write_coach_warmup_data(toy_warmup.path, settings.coach.instruction, int(toy_warmup.count), int(toy_warmup.seed))
+    ``coach_ready`` is called once the Coach's weights are in place (for the toy world, possibly while
+    the Player still pretrains; `cpmobius.toy.cache.materialize_toy_models`), else at the end.
+    """
+    if cfg.model.get("name") != "tiny":
+        if coach_ready is not None:
+            coach_ready()
+        return
+    from cpmobius.toy.cache import materialize_toy_models, toy_models_cached, write_coach_warmup_data
+    from cpmobius.toy.world import PretrainSpec
+
+    models = (cfg.model.coach_path, cfg.model.player_path, settings.coach.instruction)
+    specs = {"tiny_spec": dict(cfg.model.tiny_spec), "pretrain_spec": PretrainSpec(**cfg.model.get("pretrain", {}))}
+    if toy_models_cached(*models, **specs):
+        print(f"[cpmobius] toy world: the tiny Coach and Player loaded from cache ({cfg.model.cache_dir})", flush=True)
+    else:
+        print("[cpmobius] toy world: pretraining the tiny Coach and Player (once: about 2 minutes on 2 cores; "
+              f"then cached in {cfg.model.cache_dir})", flush=True)
+    toy_warmup = cfg.model.get("toy_warmup")
+    if toy_warmup is not None and settings.warmup.enabled:
+        write_coach_warmup_data(toy_warmup.path, settings.coach.instruction, int(toy_warmup.count), int(toy_warmup.seed))
+    materialize_toy_models(*models, **specs, progress=True, coach_ready=coach_ready)
 
 
 def check_model_folders(cfg: DictConfig) -> None:
@@ -151,16 +159,27 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     configs = build_policy_configs(cfg)  # every value checked before anything runs
     check_model_folders(cfg)
     val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
-    prepare_models(cfg, settings)
-    # On CPU the Coach warm-up (a torchrun process group) runs in the background while Ray and the
+    # The Coach warm-up (a torchrun process group) starts as soon as the Coach's weights exist — for the
+    # toy world while the Player still pretrains — and on CPU runs in the background while Ray and the
     # Player, which does not depend on it, start; the Coach starts from its output once it is done. On
     # GPUs it ends first: SFT on the GPUs the Player's engines are profiling would race for their memory
     # (vLLM aborts when free memory changes during its start-up profile).
     warmup = None
-    if cfg.warmup.enabled:
-        from cpmobius.warmup.sft import start_warmup
 
-        warmup = start_warmup(cfg)
+    def start_coach_warmup() -> None:
+        nonlocal warmup
+        if cfg.warmup.enabled:
+            from cpmobius.warmup.sft import start_warmup
+
+            warmup = start_warmup(cfg)
+
+    try:
+        prepare_models(cfg, settings, coach_ready=start_coach_warmup)
+    except BaseException:
+        if warmup is not None:
+            warmup.stop()
+        raise
+    if warmup is not None:
         if cfg.backend.platform != "cpu":
             try:
                 warmup.wait()

@@ -84,13 +84,14 @@ def test_step_runs_algorithm_1_and_moves_both_policies(loop):
     loop.delta.start(measure_accuracy(loop.player, loop.val_set, s.validation).accuracy)
     for attempt in range(4):  # Δt is 0 on some steps; take the first step where it is not
         coach_before, player_before = checksums(loop.coach), checksums(loop.player)
-        loop.stage_log.clear()
+        mark = loop.stages.mark()
         metrics = loop.step()
         if metrics.get("loop/skipped"):
             continue
-        attempts = loop.stage_log[: loop.stage_log.index("player_update")]
+        stages = loop.stage_sequence(mark)
+        attempts = stages[: stages.index("player_update")]
         assert attempts[0] == "coach" and set(attempts) <= {"coach", "difficulty_filter"}  # resampling attempts
-        assert loop.stage_log[len(attempts) :] == ["player_update", "validation", "coach_update", "rollback"]
+        assert stages[len(attempts) :] == ["player_update", "validation", "coach_update", "rollback"]
         assert EXPECTED_KEYS <= set(metrics), EXPECTED_KEYS - set(metrics)
         coach_after, player_after = checksums(loop.coach), checksums(loop.player)
         assert changed(player_before, player_after) == set(player_before)  # every Player parameter moved

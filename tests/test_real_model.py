@@ -141,14 +141,14 @@ def test_one_step_on_the_real_model(loop):
     from cpmobius.validation import measure_accuracy
 
     loop.delta.start(measure_accuracy(loop.player, loop.val_set, loop.settings.validation).accuracy)
-    loop.stage_log.clear()
+    mark = loop.stages.mark()
     metrics = loop.step()
     proposed, voted = loop.stand_ins.proposed, loop.stand_ins.voted
     # The real stages ran on the real model's text: three Coach candidates validated, the valid one(s) voted on.
     assert metrics["coach/candidates"] == len(proposed) == 3 and all(text or reason for text, reason in proposed)
     assert len(voted) >= 1 and all(len(o.agrees) == 2 for o in voted)
     assert not metrics.get("loop/skipped"), metrics
-    assert loop.stage_log == ["coach", "difficulty_filter", "player_update", "validation", "coach_update", "rollback"]
+    assert loop.stage_sequence(mark) == ["coach", "difficulty_filter", "player_update", "validation", "coach_update", "rollback"]
     assert metrics["filter/kept"] == 1 and {"player/actor/pg_loss", "player/actor/kl_loss"} <= set(metrics)
     assert 0.0 <= metrics["val/accuracy"] <= 1.0
     assert metrics["coach/updated"] == float(metrics["val/delta_t"] != 0.0)

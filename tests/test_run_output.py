@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from cpmobius.engine.quiet import (
     RAY_TOKEN_AUTH_LOGGER,
     TORCH_FX_LOGGER,
@@ -61,8 +63,9 @@ def test_cpu_platform_skips_numa_pinning(monkeypatch):
 
 
 def test_toy_models_show_pretraining_progress_then_load_from_cache(tmp_path, capfd):
-    # capfd: the Coach pretrains in a second process (side by side with the Player), writing to the same stderr.
-    from cpmobius.toy.world import PretrainSpec, materialize_toy_models, toy_models_cached
+    # capfd: the Player pretrains in a second process (side by side with the Player), writing to the same stderr.
+    from cpmobius.toy.cache import materialize_toy_models, toy_models_cached
+    from cpmobius.toy.world import PretrainSpec
 
     spec = PretrainSpec(player_steps=3, coach_steps=2, batch_size=2)
     paths = (tmp_path / "coach", tmp_path / "player", "Generate a valid math problem.")
@@ -75,3 +78,42 @@ def test_toy_models_show_pretraining_progress_then_load_from_cache(tmp_path, cap
     assert not toy_models_cached(*paths, pretrain_spec=PretrainSpec(player_steps=4, coach_steps=2, batch_size=2))
     materialize_toy_models(*paths, pretrain_spec=spec, progress=True)
     assert "pretraining" not in capfd.readouterr().err  # loaded, not trained again
+
+
+def test_coach_ready_runs_once_the_coach_is_saved_while_the_player_may_still_pretrain(tmp_path):
+    from cpmobius.toy.cache import _is_cached, _toy_record, materialize_toy_models
+    from cpmobius.toy.world import PretrainSpec
+
+    instruction = "Generate a valid math problem."
+    spec = PretrainSpec(player_steps=40, coach_steps=2, batch_size=2)
+    coach, player = tmp_path / "coach", tmp_path / "player"
+    seen = []
+
+    def ready():  # what the driver does here: start the Coach warm-up from the saved Coach
+        record = _toy_record(instruction, None, spec)
+        seen.append((_is_cached(coach, record), _is_cached(player, record)))
+
+    materialize_toy_models(coach, player, instruction, pretrain_spec=spec, coach_ready=ready)
+    assert seen == [(True, False)]  # the Coach was in place, the Player (40 steps against 2) not yet
+    seen.clear()
+    materialize_toy_models(coach, player, instruction, pretrain_spec=spec, coach_ready=ready)
+    assert seen == [(True, True)]  # both cached: called once all the same
+
+
+def test_a_failing_coach_ready_stops_the_players_pretraining(tmp_path):
+    import time
+
+    from cpmobius.toy.cache import materialize_toy_models
+    from cpmobius.toy.world import PretrainSpec
+
+    spec = PretrainSpec(player_steps=100_000, coach_steps=2, batch_size=2)  # hours, if nothing stopped it
+
+    def ready():
+        raise OSError("warm-up data missing")
+
+    start = time.monotonic()
+    with pytest.raises(OSError, match="warm-up data missing"):
+        materialize_toy_models(tmp_path / "coach", tmp_path / "player", "Generate a valid math problem.",
+                               pretrain_spec=spec, coach_ready=ready)
+    assert time.monotonic() - start < 120
+    assert not (tmp_path / "player").exists()

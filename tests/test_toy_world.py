@@ -18,6 +18,7 @@ from cpmobius.metrics import pseudo_label_metrics
 from cpmobius.plots import PANELS, plot_training_dynamics, read_run_metrics, series
 from cpmobius.prompts import coach_prompt
 from cpmobius.settings import CoachSettings
+from cpmobius.toy import cache as tc
 from cpmobius.toy import world as tw
 
 INSTRUCTION = CoachSettings().instruction
@@ -66,7 +67,7 @@ def test_generic_coach_corpus_holds_one_well_formed_form_and_never_the_instructi
 def test_toy_warmup_data_uses_the_coach_prompt_of_the_loop_and_is_cached(tmp_path):
     import pandas as pd
 
-    path = tw.write_coach_warmup_data(tmp_path / "warm.parquet", INSTRUCTION, count=32, seed=3)
+    path = tc.write_coach_warmup_data(tmp_path / "warm.parquet", INSTRUCTION, count=32, seed=3)
     rows = pd.read_parquet(path)["messages"].tolist()
     assert len(rows) == 32
     for messages in rows:
@@ -74,8 +75,8 @@ def test_toy_warmup_data_uses_the_coach_prompt_of_the_loop_and_is_cached(tmp_pat
         assert [dict(user)] == coach_prompt(INSTRUCTION)  # the SFT prompt is the RL prompt (issue 6)
         assert assistant["role"] == "assistant" and tw.solve(assistant["content"]) is not None
     mtime = path.stat().st_mtime_ns
-    assert tw.write_coach_warmup_data(path, INSTRUCTION, count=32, seed=3).stat().st_mtime_ns == mtime
-    tw.write_coach_warmup_data(path, INSTRUCTION, count=16, seed=3)
+    assert tc.write_coach_warmup_data(path, INSTRUCTION, count=32, seed=3).stat().st_mtime_ns == mtime
+    tc.write_coach_warmup_data(path, INSTRUCTION, count=16, seed=3)
     assert len(pd.read_parquet(path)) == 16  # another spec rewrites the file
 
 
@@ -203,13 +204,13 @@ def test_unboxed_shares_can_be_given_per_level_and_a_listed_spec_is_a_cache_hit(
     assert [tw.unboxed_share(d, shares) for d in range(tw.LEVELS)] == shares
     spec = tw.PretrainSpec(player_unboxed=shares)  # a list, as Hydra hands it over
     assert spec.player_unboxed == tuple(shares) and hash(spec)
-    record = tw._toy_record(INSTRUCTION, None, spec)
+    record = tc._toy_record(INSTRUCTION, None, spec)
     for name in ("coach", "player"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "cpmobius_toy.json").write_text(json.dumps(record))
     # the marker file reads back lists: the same spec must still find its folders
-    assert tw.toy_models_cached(tmp_path / "coach", tmp_path / "player", INSTRUCTION, pretrain_spec=spec)
-    assert not tw.toy_models_cached(tmp_path / "coach", tmp_path / "player", INSTRUCTION,
+    assert tc.toy_models_cached(tmp_path / "coach", tmp_path / "player", INSTRUCTION, pretrain_spec=spec)
+    assert not tc.toy_models_cached(tmp_path / "coach", tmp_path / "player", INSTRUCTION,
                                     pretrain_spec=tw.PretrainSpec(player_unboxed=[0.3, 0.55, 0.62, 0.7, 0.8]))
     sample = tw.player_sampler(0.0, spec.player_unboxed)
     rng = random.Random(4)
@@ -228,23 +229,23 @@ def test_per_level_unboxed_shares_need_one_share_below_one_per_level(shares):
 
 def test_cache_record_holds_the_seed_and_the_code_version(tmp_path):
     spec = tw.PretrainSpec(seed=5)
-    record = tw._toy_record(INSTRUCTION, None, spec)
-    assert record["pretrain"]["seed"] == 5 and record["code"] == tw.code_version() and len(record["code"]) == 16
+    record = tc._toy_record(INSTRUCTION, None, spec)
+    assert record["pretrain"]["seed"] == 5 and record["code"] == tc.code_version() and len(record["code"]) == 16
     for name in ("coach", "player"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "cpmobius_toy.json").write_text(json.dumps(record))
     paths = (tmp_path / "coach", tmp_path / "player", INSTRUCTION)
-    assert tw.toy_models_cached(*paths, pretrain_spec=spec)
-    assert not tw.toy_models_cached(*paths, pretrain_spec=tw.PretrainSpec(seed=6))  # another seed, other weights
+    assert tc.toy_models_cached(*paths, pretrain_spec=spec)
+    assert not tc.toy_models_cached(*paths, pretrain_spec=tw.PretrainSpec(seed=6))  # another seed, other weights
     (tmp_path / "player" / "cpmobius_toy.json").write_text(json.dumps({**record, "code": "0" * 16}))
-    assert not tw.toy_models_cached(*paths, pretrain_spec=spec)  # weights of older code are never reused
+    assert not tc.toy_models_cached(*paths, pretrain_spec=spec)  # weights of older code are never reused
 
 
 def test_code_version_ignores_docstrings_and_comments_but_not_code():
     source = 'def f():\n    """Doc."""\n    return 1  # one\n'
-    assert tw.source_digest(source) == tw.source_digest('def f():\n    """Other doc."""\n    return 1\n')
-    assert tw.source_digest(source) != tw.source_digest('def f():\n    """Doc."""\n    return 2\n')
-    assert tw.source_digest('"""Module."""\n') == tw.source_digest("")
+    assert tc.source_digest(source) == tc.source_digest('def f():\n    """Other doc."""\n    return 1\n')
+    assert tc.source_digest(source) != tc.source_digest('def f():\n    """Doc."""\n    return 2\n')
+    assert tc.source_digest('"""Module."""\n') == tc.source_digest("")
 
 
 def test_one_seed_key_drives_pretraining_warmup_data_sampling_and_the_cache_folders():

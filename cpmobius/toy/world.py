@@ -17,20 +17,16 @@ the validation set weighs every level the same.
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import re
 import sys
 import warnings
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 from tqdm.auto import tqdm
 
-from cpmobius.toy.tiny_models import TINY_SPEC, build_char_tokenizer, build_tiny_qwen2
 OPERATORS = ("+", "-", "*")
 # Levels 0 .. LEVELS-1: a problem of level d is a one-digit a (+|-|*) b wrapped in d pairs of parentheses
 # ("What is 7 - 3?", "What is ((7 - 3))?"): the arithmetic is the same at every level (300 facts a tiny
@@ -140,23 +136,6 @@ def coach_warmup_messages(instruction: str, count: int, seed: int) -> list[list[
         [{"role": "user", "content": instruction}, {"role": "assistant", "content": make_problem(rng).text}]
         for _ in range(count)
     ]
-
-
-def write_coach_warmup_data(path: str | os.PathLike, instruction: str, count: int = 512, seed: int = 7) -> Path:
-    """Write `coach_warmup_messages` as a parquet (what ``warmup.data`` reads), unless the same set is there."""
-    import pandas as pd
-
-    path = Path(path).expanduser()
-    marker = path.with_suffix(".json")
-    record = {"instruction": instruction, "count": count, "seed": seed, "code": code_version()}
-    if path.is_file() and marker.is_file() and json.loads(marker.read_text()) == record:
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pd.DataFrame({"messages": coach_warmup_messages(instruction, count, seed)}).to_parquet(tmp)
-    tmp.rename(path)
-    marker.write_text(json.dumps(record))
-    return path
 
 
 @dataclass(frozen=True)
@@ -270,139 +249,6 @@ def player_sampler(noise: float, unboxed: float | Sequence[float] = 0.0, unboxed
         return problem.text, noisy_player_target(problem, rng, noise, unboxed, unboxed_growth)
 
     return sample
-
-
-def code_version() -> str:
-    """A hash of the code that decides the toy models' weights (this module and `tiny_models`): part of the
-    cache key, so that a change to the world, its corpora or the models never reuses stale weights.
-
-    The hash is of the syntax trees without docstrings (`source_digest`), so that editing a comment or a
-    docstring keeps the cache; any change to the code itself (a constant included) makes new weights.
-    """
-    import hashlib
-
-    from cpmobius.toy import tiny_models
-
-    digest = hashlib.sha256()
-    for path in (Path(__file__), Path(tiny_models.__file__)):
-        digest.update(source_digest(path.read_text(encoding="utf-8")).encode())
-    return digest.hexdigest()[:16]
-
-
-def source_digest(source: str) -> str:
-    """``ast.dump`` of Python source with every docstring removed (comments never reach the tree)."""
-    import ast
-
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            node.body = body[1:] or ([] if isinstance(node, ast.Module) else [ast.Pass()])
-    return ast.dump(tree)
-
-
-def _toy_record(coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec) -> dict:
-    """What a cached toy model folder must have been built from (its ``cpmobius_toy.json``): the model
-    sizes, the pretraining spec (seed included), the Coach instruction and the code version."""
-    record = {"tiny_spec": dict(tiny_spec or TINY_SPEC), "pretrain": asdict(pretrain_spec), "instruction": coach_instruction,
-              "code": code_version()}
-    return json.loads(json.dumps(record))  # as read back from the marker file (tuples become lists)
-
-
-def _is_cached(path: Path, record: dict) -> bool:
-    marker = path / "cpmobius_toy.json"
-    return marker.exists() and json.loads(marker.read_text()) == record
-
-
-def toy_models_cached(
-    coach_path: str | os.PathLike,
-    player_path: str | os.PathLike,
-    coach_instruction: str,
-    tiny_spec: Optional[dict[str, int]] = None,
-    pretrain_spec: PretrainSpec = PretrainSpec(),
-) -> bool:
-    """Whether `materialize_toy_models` with these arguments would only load both models from the cache."""
-    record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
-    return all(_is_cached(Path(path).expanduser(), record) for path in (coach_path, player_path))
-
-
-def materialize_toy_models(
-    coach_path: str | os.PathLike,
-    player_path: str | os.PathLike,
-    coach_instruction: str,
-    tiny_spec: Optional[dict[str, int]] = None,
-    pretrain_spec: PretrainSpec = PretrainSpec(),
-    progress: bool = False,
-) -> tuple[Path, Path]:
-    """Build, pretrain and save the toy Coach and Player (HF layout), unless cached with the same specs.
-
-    The Coach learns arithmetic text (`coach_sampler`); the Player learns problem → ``\\boxed{answer}``
-    with slips (`player_sampler`), so that it is right on some samples and wrong on others.
-
-    Args:
-        progress: show a progress bar (stderr) for each model that is pretrained.
-
-    Returns:
-        ``(coach_path, player_path)``.
-    """
-    record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
-    paths = {"Coach": Path(coach_path).expanduser(), "Player": Path(player_path).expanduser()}
-    todo = [role for role, path in paths.items() if not _is_cached(path, record)]
-    args = (coach_instruction, tiny_spec, pretrain_spec, record, progress)
-    if len(todo) == 2:
-        # Two independent pretrainings, each on one thread (`pretrain`): the Coach's runs in a second
-        # process meanwhile, with the same seeds, so the weights are the same as one after the other.
-        import multiprocessing
-
-        child = multiprocessing.get_context("spawn").Process(target=_materialize_one, args=("Coach", paths["Coach"], *args))
-        child.start()
-        try:
-            _materialize_one("Player", paths["Player"], *args)
-        finally:
-            child.join()
-        if child.exitcode != 0:
-            raise RuntimeError(f"pretraining the tiny Coach failed (exit {child.exitcode})")
-    else:
-        for role in todo:
-            _materialize_one(role, paths[role], *args)
-    return paths["Coach"], paths["Player"]
-
-
-def _materialize_one(
-    role: str, path: Path, coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec,
-    record: dict, progress: bool,
-) -> None:
-    """Build, pretrain and save one toy model ("Coach" or "Player") at ``path`` (`materialize_toy_models`)."""
-    from transformers.utils import logging as hf_logging
-
-    if role == "Coach":
-        sample, steps, model_seed = coach_sampler(coach_instruction, pretrain_spec.coach_corpus), pretrain_spec.coach_steps, 1
-    else:
-        sample = player_sampler(pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed, pretrain_spec.player_unboxed_growth)
-        steps, model_seed = pretrain_spec.player_steps, 2
-    tokenizer = build_char_tokenizer()
-    model = build_tiny_qwen2(tokenizer, tiny_spec, seed=model_seed)
-    torch.manual_seed(pretrain_spec.seed + model_seed)
-    label = f"pretraining the tiny {role}" if progress else None
-    losses = pretrain(model, tokenizer, sample, steps, replace(pretrain_spec, seed=pretrain_spec.seed + model_seed), label)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a one-shard "Writing model shards" bar after the pretraining bar says nothing
-    try:
-        model.save_pretrained(tmp)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
-    tokenizer.save_pretrained(tmp)
-    (tmp / "cpmobius_toy.json").write_text(json.dumps(record))
-    (tmp / "pretrain_loss.json").write_text(json.dumps({"first": losses[:5], "last": losses[-5:]}))
-    if path.exists():
-        import shutil
-
-        shutil.rmtree(path)
-    tmp.rename(path)
 
 
 _PROBLEM = re.compile(r"^What is ([0-9+\-*() ]+)\?$")

@@ -1,0 +1,185 @@
+"""The toy world's files on disk: the tiny models, pretrained once per seed and spec, and the warm-up set.
+
+`materialize_toy_models` builds and pretrains the tiny Coach and Player of the toy world
+(`cpmobius.toy.world`) side by side and saves them in the HF layout; each folder's
+``cpmobius_toy.json`` records what it was built from (sizes, pretraining spec with its seed, Coach
+instruction, `code_version`), and a folder is reused only when that record matches;
+`write_coach_warmup_data` keeps the Coach warm-up set the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+
+from cpmobius.toy.tiny_models import TINY_SPEC, build_char_tokenizer, build_tiny_qwen2
+from cpmobius.toy.world import PretrainSpec, coach_sampler, coach_warmup_messages, player_sampler, pretrain
+
+
+def code_version() -> str:
+    """A hash of the code that decides the toy models' weights (`world`, `tiny_models` and this module):
+    part of the cache key, so that a change to the world, its corpora or the models never reuses stale weights.
+
+    The hash is of the syntax trees without docstrings (`source_digest`), so that editing a comment or a
+    docstring keeps the cache; any change to the code itself (a constant included) makes new weights.
+    """
+    import hashlib
+
+    from cpmobius.toy import tiny_models, world
+
+    digest = hashlib.sha256()
+    for path in (Path(world.__file__), Path(tiny_models.__file__), Path(__file__)):
+        digest.update(source_digest(path.read_text(encoding="utf-8")).encode())
+    return digest.hexdigest()[:16]
+
+
+def source_digest(source: str) -> str:
+    """``ast.dump`` of Python source with every docstring removed (comments never reach the tree)."""
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or ([] if isinstance(node, ast.Module) else [ast.Pass()])
+    return ast.dump(tree)
+
+
+def _toy_record(coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec) -> dict:
+    """What a cached toy model folder must have been built from (its ``cpmobius_toy.json``): the model
+    sizes, the pretraining spec (seed included), the Coach instruction and the code version."""
+    record = {"tiny_spec": dict(tiny_spec or TINY_SPEC), "pretrain": asdict(pretrain_spec), "instruction": coach_instruction,
+              "code": code_version()}
+    return json.loads(json.dumps(record))  # as read back from the marker file (tuples become lists)
+
+
+def _is_cached(path: Path, record: dict) -> bool:
+    marker = path / "cpmobius_toy.json"
+    return marker.exists() and json.loads(marker.read_text()) == record
+
+
+def toy_models_cached(
+    coach_path: str | os.PathLike,
+    player_path: str | os.PathLike,
+    coach_instruction: str,
+    tiny_spec: Optional[dict[str, int]] = None,
+    pretrain_spec: PretrainSpec = PretrainSpec(),
+) -> bool:
+    """Whether `materialize_toy_models` with these arguments would only load both models from the cache."""
+    record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
+    return all(_is_cached(Path(path).expanduser(), record) for path in (coach_path, player_path))
+
+
+def materialize_toy_models(
+    coach_path: str | os.PathLike,
+    player_path: str | os.PathLike,
+    coach_instruction: str,
+    tiny_spec: Optional[dict[str, int]] = None,
+    pretrain_spec: PretrainSpec = PretrainSpec(),
+    progress: bool = False,
+    coach_ready: Optional[Callable[[], None]] = None,
+) -> tuple[Path, Path]:
+    """Build, pretrain and save the toy Coach and Player (HF layout), unless cached with the same specs.
+
+    The Coach learns arithmetic text (`coach_sampler`); the Player learns problem → ``\\boxed{answer}``
+    with slips (`player_sampler`), so that it is right on some samples and wrong on others.
+
+    Args:
+        progress: show a progress bar (stderr) for each model that is pretrained.
+        coach_ready: called once the Coach's folder is in place, the Player's pretraining perhaps still
+            running (the driver starts the Coach warm-up there, on the core the Coach's shorter pretraining
+            leaves idle); if ``coach_ready`` raises, the Player's pretraining is stopped.
+
+    Returns:
+        ``(coach_path, player_path)``.
+
+    Raises:
+        RuntimeError: the Player's pretraining process failed.
+    """
+    record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
+    paths = {"Coach": Path(coach_path).expanduser(), "Player": Path(player_path).expanduser()}
+    todo = [role for role, path in paths.items() if not _is_cached(path, record)]
+    args = (coach_instruction, tiny_spec, pretrain_spec, record, progress)
+    child = None
+    if len(todo) == 2:  # each on one thread (`pretrain`), the Player's in a second process, same seeds as one by one
+        import multiprocessing
+
+        child = multiprocessing.get_context("spawn").Process(target=_materialize_one, args=("Player", paths["Player"], *args))
+        child.start()
+        todo = ["Coach"]
+    try:
+        if "Coach" in todo:
+            _materialize_one("Coach", paths["Coach"], *args)
+        if coach_ready is not None:
+            coach_ready()
+        if "Player" in todo:
+            _materialize_one("Player", paths["Player"], *args)
+    except BaseException:
+        if child is not None:
+            child.terminate()  # a failed Coach or warm-up start: no Player pretraining left running
+        raise
+    finally:
+        if child is not None:
+            child.join()
+    if child is not None and child.exitcode != 0:
+        raise RuntimeError(f"pretraining the tiny Player failed (exit {child.exitcode})")
+    return paths["Coach"], paths["Player"]
+
+
+def _materialize_one(
+    role: str, path: Path, coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec,
+    record: dict, progress: bool,
+) -> None:
+    """Build, pretrain and save one toy model ("Coach" or "Player") at ``path`` (`materialize_toy_models`)."""
+    from transformers.utils import logging as hf_logging
+
+    if role == "Coach":
+        sample, steps, model_seed = coach_sampler(coach_instruction, pretrain_spec.coach_corpus), pretrain_spec.coach_steps, 1
+    else:
+        sample = player_sampler(pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed, pretrain_spec.player_unboxed_growth)
+        steps, model_seed = pretrain_spec.player_steps, 2
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_qwen2(tokenizer, tiny_spec, seed=model_seed)
+    torch.manual_seed(pretrain_spec.seed + model_seed)
+    label = f"pretraining the tiny {role}" if progress else None
+    losses = pretrain(model, tokenizer, sample, steps, replace(pretrain_spec, seed=pretrain_spec.seed + model_seed), label)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a one-shard "Writing model shards" bar after the pretraining bar says nothing
+    try:
+        model.save_pretrained(tmp)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+    tokenizer.save_pretrained(tmp)
+    (tmp / "cpmobius_toy.json").write_text(json.dumps(record))
+    (tmp / "pretrain_loss.json").write_text(json.dumps({"first": losses[:5], "last": losses[-5:]}))
+    if path.exists():
+        import shutil
+
+        shutil.rmtree(path)
+    tmp.rename(path)
+
+
+def write_coach_warmup_data(path: str | os.PathLike, instruction: str, count: int = 512, seed: int = 7) -> Path:
+    """Write `coach_warmup_messages` as a parquet (what ``warmup.data`` reads), unless the same set is there."""
+    import pandas as pd
+
+    path = Path(path).expanduser()
+    marker = path.with_suffix(".json")
+    record = {"instruction": instruction, "count": count, "seed": seed, "code": code_version()}
+    if path.is_file() and marker.is_file() and json.loads(marker.read_text()) == record:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pd.DataFrame({"messages": coach_warmup_messages(instruction, count, seed)}).to_parquet(tmp)
+    tmp.rename(path)
+    marker.write_text(json.dumps(record))
+    return path
