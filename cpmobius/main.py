@@ -175,17 +175,12 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
 
     try:
         prepare_models(cfg, settings, coach_ready=start_coach_warmup)
+        if warmup is not None and cfg.backend.platform != "cpu":
+            warmup.wait()
     except BaseException:
         if warmup is not None:
             warmup.stop()
         raise
-    if warmup is not None:
-        if cfg.backend.platform != "cpu":
-            try:
-                warmup.wait()
-            except BaseException:
-                warmup.stop()
-                raise
     try:
         apply_env_to_driver(cfg)
         import cpmobius.engine.extensions  # noqa: F401  (platform and rollout registered in the driver too)
