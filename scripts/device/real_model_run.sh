@@ -148,6 +148,8 @@ bench_poll)  # wait for the benchmark to end (or SECONDS), printing its progress
   end=$(( $(date +%s) + ${2:-540} ))
   while [ "$(date +%s)" -lt $end ] && pgrep -f bench_step_gpu.py >/dev/null; do sleep 10; done
   grep "^\[bench\]" $WORK/bench.log; echo "--- last lines:"; tail -n 8 $WORK/bench.log
+  # what is measured so far comes back with every poll: a machine lost between polls loses only the rest
+  cp $WORK/bench/bench_step_gpu.md $WORK/bench/bench_step_gpu.json "$OUT/" 2>/dev/null
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader ;;
 
 rollout_bench)  # issue 17 item 0: the HF rollout server on CUDA beside plain batched generate, on the staged model
