@@ -29,13 +29,12 @@ its KV cache is what it would be on an 80 GB A800 at the preset's share; the pea
 reported against the same 80 GB. With ``--toy`` it runs the embedded default's tiny models on this
 machine's CPU instead (a smoke test of the benchmark itself: its figures mean nothing for a GPU).
 
-Figures on record (one H200 emulating 80 GB, Qwen2.5-Coder-1.5B-Instruct, 2026-12-02; the README's
-"Performance" section and benchmarks/results/h200_bench_step_1p5b_2026-12-02*/): step 245 s released
-(8 attempts, 17 engine switches), 210 s with adaptive oversampling (2.5 attempts, 6 switches); model
-compute 70 % of a step, overhead share 4-5 %; peak 75.0 GiB; start-up 380 s. Second run: plain GRPO step
-213.5 s, the first CPMöbius step (adaptive + reserve, 12 attempts) 294.4 s, ratio 1.38, overhead 4.2 %,
-start-up 425.6 s with the model builds overlapped. Not yet measured: the checkpoint save, a steady-state
-step with the reserve.
+Figures on record (one H200 emulating 80 GB, Qwen2.5-Coder-1.5B-Instruct, 2026-12-02, fourth run; the
+README's "Performance" section and benchmarks/results/h200_bench_step_1p5b_2026-12-02_run4/): plain GRPO
+step 216.8 s; CPMöbius steps (adaptive oversampling + Coach reserve) 259.9 and 226.4 s, 2 attempts each, 5 and
+3 engine switches, ratio 1.12, overhead share 4.6 %; peak 73.2 GiB; one Player checkpoint 25.2 s; start-up
+342.8 s (vLLM servers 140 + 115 s). Earlier runs (same folder prefix): released oversampling 245 s a step,
+8 attempts, 17 switches.
 """
 
 from __future__ import annotations
