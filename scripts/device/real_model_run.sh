@@ -42,6 +42,10 @@ STAGE=/root/stage
 export CPMOBIUS_CACHE=/root/cache CPMOBIUS_DATA_DIR=$WORK/data
 EVAL_ARGS=${EVAL_ARGS:---benchmarks aime24 aime25 amc math500 minerva_math olympiadbench --k aime24=8 aime25=8 amc=4 math500=2 minerva_math=2 olympiadbench=2 --max-new-tokens 1024 --temperature 0.6 --top-p 1.0 --seed 0 --backend vllm --validation-set ${VAL_SET:-math500}}
 
+bench_results_out() {  # the benchmark's table and figures so far into $OUT (what comes back from a call)
+  cp $WORK/bench/bench_step_gpu.md $WORK/bench/bench_step_gpu.json "$OUT/" 2>/dev/null
+}
+
 env_setup() {
   export PYTHONPATH=/tmp/site:$PWD
   # shellcheck disable=SC1091
@@ -148,8 +152,7 @@ bench_poll)  # wait for the benchmark to end (or SECONDS), printing its progress
   end=$(( $(date +%s) + ${2:-540} ))
   while [ "$(date +%s)" -lt $end ] && pgrep -f bench_step_gpu.py >/dev/null; do sleep 10; done
   grep "^\[bench\]" $WORK/bench.log; echo "--- last lines:"; tail -n 8 $WORK/bench.log
-  # what is measured so far comes back with every poll: a machine lost between polls loses only the rest
-  cp $WORK/bench/bench_step_gpu.md $WORK/bench/bench_step_gpu.json "$OUT/" 2>/dev/null
+  bench_results_out  # with every poll: a machine lost between polls loses only the rest
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader ;;
 
 rollout_bench)  # issue 17 item 0: the HF rollout server on CUDA beside plain batched generate, on the staged model
@@ -162,7 +165,7 @@ rollout_bench)  # issue 17 item 0: the HF rollout server on CUDA beside plain ba
 
 bench_finish)  # the table, its figures and the log (compressed) into $OUT; stops the benchmark if it still runs
   pgrep -f bench_step_gpu.py >/dev/null && { pkill -TERM -f bench_step_gpu.py; sleep 10; }
-  cp $WORK/bench/bench_step_gpu.md $WORK/bench/bench_step_gpu.json "$OUT/" 2>/dev/null
+  bench_results_out
   gzip -c $WORK/bench.log > "$OUT/bench.log.gz"
   grep -E "took|Graph capturing|Memory profiling|KV cache|init engine|compil|Loading|Starting|Capturing CUDA graphs.*100%|\[bench\] start-up" $WORK/bench.log \
     | grep -v "it/s\]$" | cut -c1-300 > "$OUT/vllm_startup.txt"
