@@ -104,6 +104,12 @@ def summarize_run(run_dir: Path) -> dict[str, float]:
     level_xs, levels = series(steps, "coach/difficulty_mean")
     row["coach_level_first3"] = statistics.fmean(levels[:3]) if levels else float("nan")
     row["coach_level_last3"] = statistics.fmean(levels[-3:]) if levels else float("nan")
+    # The Coach's level is averaged over the problems that have one; the share it writes outside the toy's
+    # levels (text `problem_difficulty` cannot read, often with no true answer either) shows a Coach drifting
+    # off the world, which the level alone hides.
+    other = series(steps, "coach/difficulty/other")[1]
+    row["coach_other_first3"] = statistics.fmean(other[:3]) if other else float("nan")
+    row["coach_other_last3"] = statistics.fmean(other[-3:]) if other else float("nan")
     return row
 
 
@@ -137,7 +143,7 @@ def format_table(results: dict[str, list[dict[str, float]]]) -> str:
             difference = "—"
         else:
             diff, diff_se = mean_se(paired)
-            difference = f"{diff:+.3f} ± {diff_se:.3f}" + (" (> 2 SE)" if diff > 2 * diff_se else "")
+            difference = f"{diff:+.3f} ± {diff_se:.3f}" + (" (> 2 SE)" if len(paired) > 1 and diff > 2 * diff_se else "")
         lines.append(
             f"| {variant} | {len(rows)} | {statistics.fmean(r['start'] for r in rows):.3f} | "
             f"{statistics.fmean(r['end_last3'] for r in rows):.3f} | {gain:+.3f} ± {gain_se:.3f} | {difference} | "
@@ -154,6 +160,14 @@ def format_seeds(rows: list[dict[str, float]]) -> str:
         f"seed {r['seed']}: start {r['start']:.3f} peak {r['peak']:.3f} end(last 3) {r['end_last3']:.3f} "
         f"kept pseudo-label right (last 5) {r['kept_label_ok_last5']:.2f} -> {'meets' if acceptance(r) else 'misses'} issue 15"
         for r in rows)
+
+
+def format_off_levels(results: dict[str, list[dict[str, float]]]) -> str:
+    """One line per variant: the mean share of the Coach's problems outside the toy's levels, first 3 → last 3 steps."""
+    return "\n".join(
+        f"{variant}: Coach problems outside the levels {statistics.fmean(r.get('coach_other_first3', math.nan) for r in rows):.2f}"
+        f" → {statistics.fmean(r.get('coach_other_last3', math.nan) for r in rows):.2f} (first 3 → last 3 steps)"
+        for variant, rows in results.items() if rows)
 
 
 def main() -> None:
@@ -190,6 +204,7 @@ def main() -> None:
     if results.get("full"):
         print(format_seeds(results["full"]))
     print(format_table(results))
+    print(format_off_levels(results))
 
 
 if __name__ == "__main__":

@@ -109,6 +109,7 @@ def _toy_rows(steps: range, offset: float = 0.0) -> list[tuple[int, dict]]:
                          "coach/valid_frac": 1.0,
                          "coach/problem_chars/mean": 15.0, "player/response_length/mean": 12.0,
                          "coach/difficulty_mean": 0.4 + 0.1 * step, "filter/kept_difficulty_mean": 1.0 + 0.1 * step})
+            data["coach/difficulty/other"] = 0.05 * step
         data.update({f"val/accuracy/d{level}": min(1.0, 0.1 * step / (level + 1)) for level in range(3)})
         rows.append((step, data))
     return rows
@@ -143,6 +144,7 @@ def test_benchmark_summary_and_table(tmp_path, load_script):
     assert row["gain"] == pytest.approx(0.10) and row["gain_last3"] == pytest.approx(0.09) and row["steps"] == 10
     assert row["peak"] == pytest.approx(0.30) and row["kept_label_ok_last5"] == pytest.approx(0.8)
     assert row["coach_level_first3"] == pytest.approx(0.6) and row["coach_level_last3"] == pytest.approx(1.3)
+    assert row["coach_other_first3"] == pytest.approx(0.10) and row["coach_other_last3"] == pytest.approx(0.45)
     assert not bench.acceptance(row)  # +0.09 < +0.25
     assert bench.acceptance({**row, "start": 0.0})
     # paired by seed: full gains 0.09, 0.14; variant gains 0.09 - 0.05, 0.14 - 0.03 -> differences 0.05, 0.03
@@ -152,6 +154,9 @@ def test_benchmark_summary_and_table(tmp_path, load_script):
     # gain 0.115 ± sd(0.09, 0.14)/sqrt 2 = 0.0354/1.414 = 0.025; difference 0.04 ± 0.01 (> 2 SE)
     assert "| full | 2 |" in table and "+0.115 ± 0.025" in table and "+0.040 ± 0.010 (> 2 SE)" in table
     assert "no_warmup" not in table
+    off = bench.format_off_levels({"full": full, "no_filter": [{**variant[0], "coach_other_last3": 0.9}], "no_warmup": []})
+    assert off.splitlines() == ["full: Coach problems outside the levels 0.10 → 0.45 (first 3 → last 3 steps)",
+                                "no_filter: Coach problems outside the levels 0.10 → 0.90 (first 3 → last 3 steps)"]
 
 
 @pytest.mark.parametrize("difficulty", range(tw.LEVELS))
