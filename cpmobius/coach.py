@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from cpmobius.coach_text import asks_user, extract_problem, is_refusal, is_worked_solution
 from cpmobius.prompts import coach_prompt, player_prompt
@@ -28,7 +28,7 @@ from cpmobius.settings import CoachSettings
 # Why a candidate was rejected; each is counted as coach/rejected/<reason>.
 REJECT_REASONS = (
     "empty", "truncated", "refusal", "asks_user", "over_long", "no_question", "chatter", "several_problems", "leaks_answer",
-    "worked_solution", "needs_figure", "duplicate", "prompt_too_long",
+    "worked_solution", "needs_figure", "duplicate", "prompt_too_long", "off_world",
 )
 # What a chat Coach wraps its problem in, cut off before validation; each counted as coach/extracted/<kind>.
 EXTRACTED_KINDS = ("preamble", "heading", "closing")
@@ -344,5 +344,33 @@ def reject_unfit_prompts(
     for problem, tokens in zip(valid, counts):
         if tokens > player.max_prompt_tokens:
             problem.reject_reason = "prompt_too_long"
+            rejected += 1
+    return rejected
+
+
+def reject_off_world(problems: list[Problem], difficulty_of: Optional[Callable[[str], Optional[int]]]) -> int:
+    """Mark the valid candidates that the world cannot read as one of its problems "off_world"
+    (``coach.world_problems_only``; the toy world: `cpmobius.toy.world.problem_difficulty`).
+
+    Args:
+        problems: the candidates of one Coach batch, changed in place.
+        difficulty_of: problem text → the world's level, or None for text that is no problem of the world.
+
+    Returns:
+        The number of candidates rejected here.
+
+    Raises:
+        ValueError: ``difficulty_of`` is None (the world defines no problems).
+    """
+    # CPMöbius: not in the paper or the released code. A toy Coach updated at 10x the toy's learning rate
+    # drifts to such text (0.11 -> 0.69 of its problems in 15 steps, README "The ablation table in
+    # miniature"): the Player answers it inconsistently, so the filter keeps it and Δt rewards it, yet it
+    # has no true answer and teaches nothing the validation set measures.
+    if difficulty_of is None:
+        raise ValueError("coach.world_problems_only needs a world that defines its problems (validation.dataset=toy)")
+    rejected = 0
+    for problem in problems:
+        if problem.valid and difficulty_of(problem.text) is None:
+            problem.reject_reason = "off_world"
             rejected += 1
     return rejected

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from verl import DataProto
 
 from cpmobius import checkpoint, metrics
-from cpmobius.coach import Problem, propose_problems, reject_unfit_prompts
+from cpmobius.coach import Problem, propose_problems, reject_off_world, reject_unfit_prompts
 from cpmobius.difficulty_filter import GroupOutcome, candidates_per_attempt, roll_out_and_filter
 from cpmobius.engine.timing import OpLog, op_marks, op_metrics
 from cpmobius.grading import answers_equivalent
@@ -231,6 +231,8 @@ class CoachPlayerLoop:
         with self.timed("coach"):
             self.coach.activate()
             problems, coach_batch, _ = propose_problems(self.coach, self.settings.coach, count)
+        if self.settings.coach.world_problems_only:
+            reject_off_world(problems, self.difficulty_of)
         reject_unfit_prompts(problems, self.player, *self.player_prompt_args)
         self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
         return [(problem, coach_batch) for problem in problems]

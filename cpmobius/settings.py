@@ -41,6 +41,9 @@ class CoachSettings:
     reward: str = "paper"
     # Train the Coach at all (False = the paper's "no Coach update" ablation).
     update: bool = True
+    # Reject a candidate the world cannot read as one of its problems (reason "off_world"): only a world that
+    # defines its problems has this check (the toy world, `cpmobius.toy.world.problem_difficulty`).
+    world_problems_only: bool = False
 
     def __post_init__(self) -> None:
         _require(bool(self.instruction.strip()), "coach.instruction", "must not be empty")
@@ -258,6 +261,11 @@ def load_settings(cfg: DictConfig) -> Settings:
         filter=_section(cfg, "filter", FilterSettings),
         validation=_section(cfg, "validation", ValidationSettings),
         warmup=_section(cfg, "warmup", WarmupSettings),
+    )
+    _require(
+        not settings.coach.world_problems_only or settings.validation.dataset == "toy",
+        "coach.world_problems_only",
+        f"needs a world that defines its problems (validation.dataset=toy), got validation.dataset={settings.validation.dataset!r}",
     )
     low, high = settings.filter.count_band(settings.player.n)
     _require(

@@ -277,3 +277,24 @@ def test_difficulty_metrics_count_shares_and_wrong_labels_per_level():
     assert "pseudo_label/kept_wrong/d3" not in result  # no truth, no made-up share
     assert difficulty_metrics([], [], []) == {}
     assert accuracy_by_level([0, 1, 1, None], [1.0, 0.0, 1.0, 1.0]) == {"val/accuracy/d0": 1.0, "val/accuracy/d1": 0.5}
+
+
+def test_world_problems_only_rejects_text_the_toy_world_cannot_read():
+    from cpmobius.coach import Problem, reject_off_world
+
+    texts = ["What is ((3 + 4))?", "What is 3 + * 4?", "What is (2 + 3) * 4?", "What is 7 - 2?", ""]
+    problems = [Problem(text=t, coach_row=i, reject_reason=None if t else "empty") for i, t in enumerate(texts)]
+    assert reject_off_world(problems, tw.problem_difficulty) == 2
+    # a levelled problem passes, malformed and unlevelled text is off the world, an earlier rejection is kept
+    assert [p.reject_reason for p in problems] == [None, "off_world", "off_world", None, "empty"]
+    with pytest.raises(ValueError, match="world_problems_only"):
+        reject_off_world(problems, None)
+
+
+def test_world_problems_only_needs_the_toy_world():
+    from cpmobius.engine.config import compose_config
+    from cpmobius.settings import ConfigError, load_settings
+
+    assert load_settings(compose_config(["coach.world_problems_only=true"])).coach.world_problems_only
+    with pytest.raises(ConfigError, match=r"coach\.world_problems_only"):
+        load_settings(compose_config(["coach.world_problems_only=true", "validation.dataset=amc"]))
