@@ -101,15 +101,13 @@ def summarize_run(run_dir: Path) -> dict[str, float]:
     kept_xs, kept_ok = series(steps, "pseudo_label/kept_accuracy")
     last5 = [v for x, v in zip(kept_xs, kept_ok) if x > xs[-1] - 5]
     row["kept_label_ok_last5"] = statistics.fmean(last5) if last5 else float("nan")
-    level_xs, levels = series(steps, "coach/difficulty_mean")
-    row["coach_level_first3"] = statistics.fmean(levels[:3]) if levels else float("nan")
-    row["coach_level_last3"] = statistics.fmean(levels[-3:]) if levels else float("nan")
     # The Coach's level is averaged over the problems that have one; the share it writes outside the toy's
     # levels (text `problem_difficulty` cannot read, often with no true answer either) shows a Coach drifting
     # off the world, which the level alone hides.
-    other = series(steps, "coach/difficulty/other")[1]
-    row["coach_other_first3"] = statistics.fmean(other[:3]) if other else float("nan")
-    row["coach_other_last3"] = statistics.fmean(other[-3:]) if other else float("nan")
+    for key, name in (("coach/difficulty_mean", "coach_level"), ("coach/difficulty/other", "coach_other")):
+        values = series(steps, key)[1]
+        row[f"{name}_first3"] = statistics.fmean(values[:3]) if values else float("nan")
+        row[f"{name}_last3"] = statistics.fmean(values[-3:]) if values else float("nan")
     return row
 
 
@@ -165,8 +163,8 @@ def format_seeds(rows: list[dict[str, float]]) -> str:
 def format_off_levels(results: dict[str, list[dict[str, float]]]) -> str:
     """One line per variant: the mean share of the Coach's problems outside the toy's levels, first 3 → last 3 steps."""
     return "\n".join(
-        f"{variant}: Coach problems outside the levels {statistics.fmean(r.get('coach_other_first3', math.nan) for r in rows):.2f}"
-        f" → {statistics.fmean(r.get('coach_other_last3', math.nan) for r in rows):.2f} (first 3 → last 3 steps)"
+        f"{variant}: Coach problems outside the levels {statistics.fmean(r['coach_other_first3'] for r in rows):.2f}"
+        f" → {statistics.fmean(r['coach_other_last3'] for r in rows):.2f} (first 3 → last 3 steps)"
         for variant, rows in results.items() if rows)
 
 
