@@ -298,3 +298,41 @@ def test_world_problems_only_needs_the_toy_world():
     assert load_settings(compose_config(["coach.world_problems_only=true"])).coach.world_problems_only
     with pytest.raises(ConfigError, match=r"coach\.world_problems_only"):
         load_settings(compose_config(["coach.world_problems_only=true", "validation.dataset=amc"]))
+
+
+def test_pretrain_trains_on_the_tokenized_pairs_padded_with_the_loss_on_the_answer_only():
+    """`pretrain` tokenizes each distinct pair once and pads the batch in one go: the same weights as a
+    step written out pair by pair (`_chat_ids` per row, answer tokens labelled, padding masked)."""
+    import torch
+
+    from cpmobius.toy.tiny_models import build_char_tokenizer, build_tiny_qwen2
+
+    tokenizer = build_char_tokenizer()
+    sample = tw.player_sampler(0.2, (0.3, 0.6, 0.64, 0.68, 0.72), 1.0)
+    spec = tw.PretrainSpec(batch_size=8, lr=3e-3, seed=5)
+    model = build_tiny_qwen2(tokenizer, seed=1)
+    reference = build_tiny_qwen2(tokenizer, seed=1)
+    losses = tw.pretrain(model, tokenizer, sample, 3, spec)
+
+    rng, optimizer = random.Random(spec.seed), torch.optim.AdamW(reference.parameters(), lr=spec.lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / 50) * max(0.1, 1 - i / 3))
+    reference.train()
+    for step in range(3):
+        batch = [tw._chat_ids(tokenizer, *sample(rng)) for _ in range(spec.batch_size)]
+        width = max(len(ids) for ids, _ in batch)
+        assert len({len(ids) for ids, _ in batch}) > 1  # the batch needs padding
+        input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+        labels = torch.full((len(batch), width), -100)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, (ids, start) in enumerate(batch):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            labels[row, start:len(ids)] = torch.tensor(ids[start:])
+            attention[row, : len(ids)] = 1
+        loss = reference(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        assert loss.item() == losses[step]
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    for trained, expected in zip(model.state_dict().values(), reference.state_dict().values()):
+        assert torch.equal(trained, expected)
