@@ -197,6 +197,9 @@ class WarmupSettings:
     micro_batch_size_per_gpu: int = 4
     # Tokens per conversation (instruction + problem); longer ones are cut on the right.
     max_length: int = 1024
+    # A folder of finished warm-ups, one per set of inputs (`cpmobius.warmup.sft.warmup_record`): a run whose
+    # Coach, data and SFT settings match a stored one starts from it (null: every run does its own).
+    cache_dir: Optional[str] = None
 
     def __post_init__(self) -> None:
         _require(self.epochs >= 1, "warmup.epochs", "must be >= 1")

@@ -39,6 +39,7 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
         "warmup.micro_batch_size_per_gpu=8",
         "warmup.lr=1e-3",
         "warmup.max_length=128",
+        f"warmup.cache_dir={tmp_path / 'warmups'}",
     ])
     settings = load_settings(cfg)
     with pytest.raises(ConfigError, match="warmup.data"):
@@ -59,6 +60,27 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
     mtime = (hf_dir.parents[1] / "sft.log").stat().st_mtime
     assert run_warmup(cfg) == hf_dir and (hf_dir.parents[1] / "sft.log").stat().st_mtime == mtime  # not run twice
 
+    # Stored under warmup.cache_dir: another run of the same inputs starts from it without any SFT.
+    import subprocess
+
+    from omegaconf import open_dict
+
+    from cpmobius.warmup.sft import start_warmup
+
+    def no_process(*args, **kwargs):
+        raise AssertionError("the warm-up ran again")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    with open_dict(cfg):
+        cfg.trainer.default_local_dir = str(tmp_path / "second_run")
+    stored = start_warmup(cfg).wait()
+    assert stored.parents[2] == tmp_path / "warmups" and not (tmp_path / "second_run").exists()
+    assert load_file(str(stored / "model.safetensors")).keys() == after.keys()
+    assert all(torch.equal(load_file(str(stored / "model.safetensors"))[k], after[k]) for k in after)
+    with open_dict(cfg):
+        cfg.warmup.lr = 2e-3  # another input (tests/test_warmup_cache.py has them all): another warm-up
+    with pytest.raises(AssertionError, match="ran again"):
+        start_warmup(cfg)
 
 def test_toy_warmup_raises_the_format_validity_of_coach_samples(tmp_path, model_cache):
     """Issue 6: on the tiny CPU model, the share of Coach samples the Coach-output validator accepts is
@@ -84,3 +106,4 @@ def test_toy_warmup_raises_the_format_validity_of_coach_samples(tmp_path, model_
     print(f"Coach samples valid before the warm-up: {before:.3f} {before_rejected}; after: {after:.3f} {after_rejected}")
     # generic corpus: about 1/4 of its texts are questions; the warm-up teaches the question form
     assert before < 0.6 and after > before + 0.25
+

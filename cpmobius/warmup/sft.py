@@ -79,10 +79,12 @@ def run_warmup(cfg: Any) -> Path:
 
 class Warmup:
     """A Coach warm-up started by `start_warmup`: its torchrun process group runs in the background
-    (None when the output already exists) while the caller does other work; `wait` returns the HF folder."""
+    (None when the output already exists or a stored one is reused) while the caller does other work;
+    `wait` returns the HF folder and, with ``cache`` = (folder, record), stores a finished one there."""
 
-    def __init__(self, output: Path, process: Optional[subprocess.Popen] = None, log: Any = None) -> None:
-        self.output, self.process, self.log = output, process, log
+    def __init__(self, output: Path, process: Optional[subprocess.Popen] = None, log: Any = None,
+                 cache: Optional[tuple[Path, dict]] = None) -> None:
+        self.output, self.process, self.log, self.cache = output, process, log, cache
         self._hf_dir: Optional[Path] = None
 
     @property
@@ -107,6 +109,8 @@ class Warmup:
             self.process = None
             if returncode != 0 or not tracker.is_file():
                 raise RuntimeError(f"Coach warm-up failed (exit {returncode}); see {self.output / 'sft.log'}")
+            if self.cache is not None:
+                store_warmup(self.output / f"global_step_{tracker.read_text().strip()}" / "huggingface", *self.cache)
         step = tracker.read_text().strip()
         hf_dir = self.output / f"global_step_{step}" / "huggingface"
         print(f"[cpmobius] Coach warm-up: starting the Coach from {hf_dir}", flush=True)
@@ -123,7 +127,12 @@ class Warmup:
 
 
 def start_warmup(cfg: Any) -> Warmup:
-    """Start the Coach SFT warm-up in the background (unless its output exists); `Warmup.wait` for its result.
+    """Start the Coach SFT warm-up in the background; `Warmup.wait` for its result.
+
+    Nothing is started when the run folder holds a finished warm-up (a resumed run), or when
+    ``warmup.cache_dir`` holds one made from the same inputs (`warmup_record`: the same Coach weights, data,
+    SFT settings, seed and versions; the toy world keeps one per seed beside its models). A warm-up that
+    runs here is stored there once it ends (`store_warmup`). # CPMöbius: the released code repeats the SFT.
 
     Raises:
         ConfigError: naming ``warmup.data`` when the data file is missing.
@@ -135,6 +144,14 @@ def start_warmup(cfg: Any) -> Warmup:
     tracker = output / "latest_checkpointed_iteration.txt"
     if tracker.is_file():
         return Warmup(output)
+    cache = None
+    if cfg.warmup.get("cache_dir"):
+        record = warmup_record(cfg, data)
+        folder = Path(str(cfg.warmup.cache_dir)).expanduser() / record_key(record)
+        if stored_warmup_matches(folder, record):
+            print(f"[cpmobius] Coach warm-up: reusing {folder} (the same Coach, data and SFT settings)", flush=True)
+            return Warmup(folder)
+        cache = (folder, record)
     print(f"[cpmobius] Coach warm-up: SFT through verl's SFT trainer on {data} (log: {output / 'sft.log'})", flush=True)
     output.mkdir(parents=True, exist_ok=True)
     nproc = int(cfg.trainer.n_gpus_per_node) if cfg.backend.platform != "cpu" else 1
@@ -147,7 +164,91 @@ def start_warmup(cfg: Any) -> Warmup:
     except BaseException:
         log.close()
         raise
-    return Warmup(output, process, log)
+    return Warmup(output, process, log, cache)
+
+
+# The overrides that name where things are, not what is trained: the record holds the contents instead.
+_LOCATION_KEYS = ("model.path=", "data.train_files=", "trainer.default_local_dir=", "hydra.run.dir=")
+
+
+def warmup_record(cfg: Any, data: Path) -> dict:
+    """What a finished warm-up was made from (the key of ``warmup.cache_dir``): verl's SFT overrides
+    (`sft_overrides`, less the paths), the sha256 of every file of the Coach's start folder and of the
+    data, the device count and the versions of verl, torch and transformers.
+
+    Reading a 1.5B Coach's 3 GB of weights takes some seconds; runs without ``warmup.cache_dir`` never do.
+    """
+    import hashlib
+
+    import torch
+    import transformers
+    import verl
+
+    def sha256(path: Path) -> str:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 24), b""):
+                digest.update(block)
+        return digest.hexdigest()
+
+    coach = Path(str(cfg.model.coach_path)).expanduser()
+    overrides = [o for o in sft_overrides(cfg, str(data), Path("<output>")) if not o.startswith(_LOCATION_KEYS)]
+    return {
+        "sft": overrides,
+        "coach": {p.name: sha256(p) for p in sorted(coach.iterdir()) if p.is_file()},
+        "data": sha256(data),
+        "versions": {"verl": verl.__version__, "torch": torch.__version__, "transformers": transformers.__version__},
+    }
+
+
+def record_key(record: dict) -> str:
+    """The folder name of ``record``'s warm-up under ``warmup.cache_dir`` (16 hex digits)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def stored_warmup_matches(folder: Path, record: dict) -> bool:
+    """Whether ``folder`` holds a whole stored warm-up (`store_warmup`) made from ``record``."""
+    import json
+
+    marker = folder / "cpmobius_warmup.json"
+    tracker = folder / "latest_checkpointed_iteration.txt"
+    if not (marker.is_file() and tracker.is_file()):
+        return False
+    step = tracker.read_text().strip()
+    return json.loads(marker.read_text()) == record and (folder / f"global_step_{step}" / "huggingface").is_dir()
+
+
+def store_warmup(hf_dir: Path, folder: Path, record: dict) -> None:
+    """Copy a finished warm-up's HF folder into ``folder`` (under ``warmup.cache_dir``) with its record.
+
+    Written to a temporary sibling and renamed, so that a crash never leaves a half-written warm-up; when
+    another run stored the same warm-up first (two runs of one seed side by side), that copy stays.
+    """
+    import json
+    import shutil
+
+    if stored_warmup_matches(folder, record):
+        return
+    step = hf_dir.parent.name.removeprefix("global_step_")
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(hf_dir, tmp / f"global_step_{step}" / "huggingface")
+    if (hf_dir.parents[1] / "sft.log").is_file():
+        shutil.copy2(hf_dir.parents[1] / "sft.log", tmp / "sft.log")
+    (tmp / "latest_checkpointed_iteration.txt").write_text(step)
+    (tmp / "cpmobius_warmup.json").write_text(json.dumps(record))
+    if stored_warmup_matches(folder, record):  # another run stored it meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    if folder.exists():  # a half-kept folder of the same key
+        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        tmp.rename(folder)
+    except OSError:  # another run renamed its copy there first
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def wait_process_group(process: subprocess.Popen, grace_s: float = 30.0) -> int:
