@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 
 from cpmobius.grading import answers_equivalent, extract_answer, grade, majority_vote
 from cpmobius.grading.arithmetic import Irr, MP, num_eq
-from cpmobius.grading.canonical import canonicalize
+from cpmobius.grading.canonical import MAX_ANSWER_CHARS, canonicalize
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -326,3 +327,208 @@ def test_cli_vote_all_kinds():
     assert [o["clusters"] for o in out] == [[[1, 2], [0]], [[0, 1], [2]], [[0, 1], [2]], [[0, 1], [2]]]
     assert [o["pseudo_label"] for o in out] == [r"\frac{1}{101!}", "12", "3 1/2", r"0.\overline{1}"]
     assert all(o["pass_rate"] == 2 / 3 for o in out)
+
+
+# ---------------------------------------------------------------------------------------------
+# QA pass: faults found after issue 13 (public case ids in the test names)
+# ---------------------------------------------------------------------------------------------
+
+EVERY_NUMBER = [  # answers whose value is undetermined: each matched every number before
+    r"\int_0^{100} x^{50}\,dx",  # sympy evalf gives 2.0e100 to 9 bits: ± |v|/2^9
+    r"10^{80}\sqrt{2}-10^{80}\sqrt{2}",  # 0 ± 10^20 (60-digit rounding of 10^80·√2)
+    r"\frac{\sin(\pi)}{\sin(2\pi)}",  # 0/0
+    r"\frac{0}{0}",
+    r"\frac{1}{0}",
+    r"\sqrt{2}\cdot10^{90}-10^{90}\sqrt{2}+1",  # the cancellation inside a larger sum
+]
+
+
+@pytest.mark.parametrize("answer", EVERY_NUMBER)
+@pytest.mark.parametrize("gold", ["5", "-3", r"\frac27", "0.001", r"\pi"])
+def test_br11_an_undetermined_value_equals_no_number(gold, answer):
+    result = grade(gold, boxed(answer))
+    assert result.status in ("ok", "timeout") and result.correct is False
+
+
+@pytest.mark.parametrize(
+    "value, err, verdict",
+    [
+        (MP.mpf(0), MP.mpf(10) ** 20, False),  # the cancelled 10^80√2 - 10^80√2 vs 7
+        (MP.mpf(7), MP.mpf(7) / 512, False),  # 9 bits of 7: ± 7/2^9
+        (MP.mpf(7), MP.mpf(10) ** -55, True),  # a well-determined 7
+    ],
+)
+def test_br11_num_eq_refuses_undetermined_reals(value, err, verdict):
+    assert num_eq(Irr(value, err), Fraction(7), None, None) is verdict
+
+
+@pytest.mark.parametrize(
+    "gold, answer, verdict",
+    [
+        ("0", r"\sin(\pi)", True),  # 0 to within 10^-59: determined, still equal
+        ("0", r"\sqrt{2}\cdot\sqrt{3}-\sqrt{6}", True),
+        (r"\sqrt{2}", r"10^{80}\sqrt{2}-10^{80}\sqrt{2}+\sqrt{2}", True),  # exact in sympy: √2
+        ("0", r"10^{80}\sqrt{2}-10^{80}\sqrt{2}", True),  # sympy cancels it exactly
+        (r"\frac{100^{51}}{51}", r"\frac{100^{51}}{51}", True),
+    ],
+)
+def test_br11_determined_values_still_compare(gold, answer, verdict):
+    result = grade(gold, boxed(answer))
+    assert result.status == "ok" and result.correct is verdict
+
+
+@pytest.mark.parametrize(
+    "gold, answer, verdict",
+    [
+        ("0", "x-5=0", False),  # math-verify compared the right-hand side
+        ("5", "2x=5", False),
+        ("7", "x^2=7", False),
+        ("3", "x+y=3", False),
+        ("0", "x^2-4x+4=0", False),
+        ("5", "x=5", True),  # a single-variable assignment is its value
+        ("5", r"\alpha=5", True),
+        ("2x+3", "y=2x+3", True),
+    ],
+)
+def test_br08_only_an_assignment_reduces_to_its_right_hand_side(gold, answer, verdict):
+    result = grade(gold, boxed(answer))
+    assert result.status == "ok" and result.correct is verdict
+    if answer != "x=5" and gold != "x-5=0":
+        assert answers_equivalent(gold, answer) is verdict  # symmetric: either direction
+
+
+def test_br08_a_bare_zero_does_not_link_equations():
+    vote = majority_vote(answers=["0", "0", "0", "x-5=0", "x-5=0", "2x-3=0", "x^2=0"])
+    # "0" is visited first; no equation joins it, and the two different equations stay apart
+    assert sorted(map(sorted, vote.clusters)) == [[0, 1, 2], [3, 4], [5], [6]]
+    assert vote.pseudo_label == "0" and vote.pass_rate == 3 / 7
+
+
+@pytest.mark.parametrize(
+    "gold, answer, verdict",
+    [
+        ("2", "√12", False),  # √12 ≈ 3.46, not √1·2
+        (r"2\sqrt{3}", "√12", True),
+        ("5", "√25", True),
+        ("3", "√(9)", True),
+        ("3", "√ 9", True),
+        ("4", "√(4^2)", True),
+        (r"\sqrt{2}", "√(√(4))", True),  # nested groups
+        ("2", "∛8", True),
+        ("3", "∜81", True),
+        (r"\sqrt{2.25}", "√2.25", True),
+        (r"2\sqrt{2}", "2√2", True),
+        (r"\sqrt{x}", "√x", True),  # not digits: LaTeX \sqrt reads one token
+    ],
+)
+def test_br16_unicode_radicals_take_the_whole_number(gold, answer, verdict):
+    result = grade(gold, boxed(answer))
+    assert result.status == "ok" and result.correct is verdict
+
+
+PLACEHOLDERS = [r"\mathrm{None}", r"\text{None.}", r"\mathrm{N/A}", r"\ ", r"\,\ ", r"\emph{None}",
+                r"\mathbf{None}", r"\mathtt{None}", r"\operatorname{None}", r"\mathrm{NaN}", r"\mathrm{null}",
+                "N.A.", "n.a.", "[answer]", r"\text{your answer here}", r"\textbf{\mathrm{None}}", "???",
+                r"\text{ \ldots }", "<answer>"]
+
+
+@pytest.mark.parametrize("answer", PLACEHOLDERS)
+def test_br14_placeholders_in_any_font_are_no_answer(answer):
+    assert extract_answer(boxed(answer)) is None
+    assert grade("5", boxed(answer)).status == "no_answer"
+    vote = majority_vote([boxed(answer)] * 3 + [boxed("4")])
+    assert vote.pseudo_label == "4" and vote.clusters == [[3]] and vote.pass_rate == 1 / 4
+
+
+@pytest.mark.parametrize("answer", ["Nancy", r"\text{Nan Yang}", "answers", r"\mathrm{Na}^+", "none of them"])
+def test_br14_words_near_placeholders_are_answers(answer):
+    assert extract_answer(boxed(answer)) == answer
+
+
+def test_br05_extraction_is_linear():
+    start = time.monotonic()
+    assert extract_answer("\\boxed{" * 20000) is None  # every box truncated
+    assert extract_answer("x " + "\\boxed{1}, " * 20000) == "1"  # the same answer boxed again and again
+    assert extract_answer("`\\boxed{2}` " * 20000 + " \\boxed{3}") == "3"  # boxes in code spans, one line
+    assert time.monotonic() - start < 5.0  # quadratic extraction took minutes on these
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["sqrt(" * 3000 + "2" + ")" * 3000, "(" * 5000 + "2" + ")" * 5000, "{" * 5000 + "2" + "}" * 5000,
+     "\\frac{1}{" * 800 + "2" + "}" * 800, "1+" * 3000 + "1", "√(" * 3000 + "2" + ")" * 3000],
+)
+def test_br05_over_long_answers_are_a_timeout_in_bounded_time(answer):
+    assert len(answer) > MAX_ANSWER_CHARS
+    start = time.monotonic()
+    result = grade("5", boxed(answer))
+    assert (result.status, result.correct, result.extracted) == ("timeout", False, answer)
+    assert answers_equivalent(answer, answer) and not answers_equivalent(answer, "5")
+    vote = majority_vote([boxed(answer)] * 2 + [boxed("5")])
+    assert vote.clusters == [[0, 1], [2]] and vote.n_timeouts == 1
+    assert time.monotonic() - start < 2.0  # nothing reaches the worker pool
+
+
+@pytest.mark.parametrize(
+    "answer", ["sqrt(" * 499 + "2" + ")" * 499, "{" * 1400 + "2" + "}" * 1400, "\\boxed{" * 300 + "2" + "}" * 300,
+               "sin(" * 500 + "x" + ")" * 500, "√(" * 999 + "2" + ")" * 999, r"\mathrm{" * 300 + "x" + "}" * 300]
+)
+def test_br05_canonicalisation_is_fast_below_the_bound(answer):
+    assert len(answer) <= MAX_ANSWER_CHARS
+    start = time.monotonic()
+    canonicalize(answer + " ")  # uncached
+    assert time.monotonic() - start < 0.5
+
+
+@pytest.mark.parametrize(
+    "gold, answer, verdict",
+    [
+        ("12", r"\mathbf{(B)}\ 12", True),
+        ("12", r"\mathrm{(B)}\ 12", True),
+        ("12", r"\textbf{(B) }12", True),
+        ("(1,2)", r"\textbf{(B)}\ (1,2)", True),
+        ("x^2", r"\textbf{(B)}\ x^2", True),
+        ("x^2", r"(B) x^2", True),
+        (r"\frac12", r"\mathbf{(C)}~\frac{1}{2}", True),
+        ("B", r"\mathbf{(B)}", True),  # the letter alone is the option
+        ("13", r"\mathbf{(B)}\ 12", False),
+        ("B", r"(B), (C)", False),  # a list of options, not option B's value
+    ],
+)
+def test_br10_option_labels_in_any_font_are_stripped(gold, answer, verdict):
+    result = grade(gold, boxed(answer))
+    assert result.status == "ok" and result.correct is verdict
+
+
+@pytest.mark.parametrize(
+    "plain, latex",
+    [("ln(2)", r"\ln(2)"), ("sin(pi/6)", r"\sin(\pi/6)"), ("cos(0)", r"\cos(0)"), ("tan(pi/4)", r"\tan(\pi/4)"),
+     ("log(8)", r"\log(8)"), ("arctan(1)", r"\arctan(1)"), ("sinh(1)", r"\sinh(1)"), ("cos^2(x)", r"\cos^2(x)"),
+     ("log_2(8)", r"\log_2(8)"), ("2sin(x)+ln(3)", r"2\sin(x)+\ln(3)")],
+)
+def test_br16_plain_text_functions_read_as_latex(plain, latex):
+    assert answers_equivalent(plain, latex)
+    assert canonicalize(plain) == canonicalize(latex)
+
+
+@pytest.mark.parametrize("gold, answer", [(r"\frac12", "sin(pi/6)"), ("1", "cos(0)"), ("1", "tan(pi/4)"),
+                                          ("3", "log_2(8)"), (r"\ln 2", "ln(2)"), ("0", "ln(1)")])
+def test_br16_plain_text_functions_grade_by_value(gold, answer):
+    result = grade(gold, boxed(answer))
+    assert result.status == "ok" and result.correct
+
+
+@pytest.mark.parametrize(
+    "response, answer",
+    [
+        (r"\boxed{5}. So the answer is \boxed \frac{7", None),
+        (r"\boxed{5}. So the answer is \boxed \sqrt{2", None),
+        (r"\boxed{5}. So the answer is \boxed x^{2", None),
+        (r"So the answer is \boxed \frac{7}{2}.", r"\frac{7}{2}"),
+        (r"So the answer is \boxed \frac{7 + 1}{2} here", r"\frac{7 + 1}{2}"),  # the group closes later
+        (r"So the answer is \boxed \frac{7 + 1}{2}.", r"\frac{7 + 1}{2}"),
+        (r"So the answer is \boxed 5.", "5"),
+    ],
+)
+def test_br13_an_unbraced_box_cut_off_mid_answer_is_no_answer(response, answer):
+    assert extract_answer(response) == answer

@@ -20,8 +20,9 @@ Extraction (mode "cpmobius", the default)
 -----------------------------------------
 * The answer is the body of the **last** `\boxed{...}` / `\fbox{...}` of the response, brace
   balanced (`\{`, `\}` are escaped braces, not groups), also `\boxed 5` (a space, then one token).
-* A response cut off inside its final box (`... \boxed{7` or `... \boxed` at the end) has **no
-  answer**: an earlier, retracted box is never used instead.
+* A response cut off inside its final box (`... \boxed{7`, `... \boxed \frac{7` or `... \boxed`
+  at the end) has **no answer**: an earlier, retracted box is never used instead.
+* Extraction is linear in the response's length (no response can stall the caller).
 * Mentions of `\boxed` in prose are not boxes: `\boxed{}` (empty), `\boxed` followed by neither a
   group nor a math-looking token (`the \boxed command`), and boxes inside a `code span`.
 * Several boxes: the last one wins. Boxes separated only by connectors (`,`, `;`, `and`, `or`,
@@ -31,9 +32,13 @@ Extraction (mode "cpmobius", the default)
   the fast path) is that answer, written as in the last box: `\boxed{12} \boxed{12}` and
   `\boxed{12} \quad \boxed{12}` are `12`, `\boxed{\frac12} \boxed{0.5}` is `0.5`; a run with
   any two different answers stays a list (`\boxed{3}, \boxed{3}, \boxed{4}` is `3, 3, 4`).
-* AMC options: `\textbf{(B) }12` is the value `12`; `(B)`, `\text{(B)}`, `\textbf{B}` and a
-  bare `B` are the option letter `B`, compared as text (never Euler's e, never a product).
-* Placeholders are no answer: empty, `None`, `null`, `NaN`, `N/A`, `answer`, `...`, `?`.
+* AMC options: `\textbf{(B) }12`, `\mathbf{(B)}\ 12`, `(B) x^2` are the value after the label (in
+  any font; not when a connector or another label follows: `(B), (C)`); `(B)`, `\text{(B)}`,
+  `\textbf{B}` and a bare `B` are the option letter `B`, compared as text (never Euler's e, never a
+  product).
+* Placeholders are no answer: empty, `None`, `null`, `NaN`, `N/A`, `N.A.`, `answer`, `your answer
+  here`, `...`, `?`, also inside font commands or brackets (`\mathrm{None}`, `\text{None.}`,
+  `\emph{N/A}`, `[answer]`) and an answer of only spaces (`\ `).
 * Only the response text is read; the prompt is never part of the extraction.
 * Responses without any box have no answer: the Player prompt asks for `\boxed{}` (this is a
   deliberate format requirement, e.g. `The final answer is pi/2` scores 0).
@@ -98,7 +103,8 @@ sets `\{a, b\}`, lists `a, b`   unordered; a one-element set equals its        \
                                 element; a set never equals a tuple            \{1,2\} ≠ (1,2)
 equations `x = 5`               a leading single-variable assignment is        x = 5 = 5;
                                 dropped; other equations go to math-verify     3x-y+13=0 ≠
-                                (equivalent equations of a line are equal)     3x+4y+14=0
+                                (equivalent equations of a line are equal)     3x+4y+14=0;
+                                and never equal a bare value                   x-5=0 ≠ 0; 2x=5 ≠ 5
 words, `\text{}`                words (≥ 3 letters or several words) compare   \text{Evelyn} = evelyn;
                                 case-insensitively; single letters compare    \text{(E)} ≠ e
                                 case-sensitively (options, variables)
@@ -106,8 +112,14 @@ expressions `x^2+3x`            equal iff equal at both points (variables     x^
                                 matter; `e` is Euler's number inside an       \sqrt{x^2} ≠ x;
                                 expression, a bare `e` is a letter)           x+1 ≠ y+1
 code style                      `pi`→`\pi`, `*`→`\cdot`, `**`→`^`,            -2*pi = -2\pi;
-                                `sqrt(x)`→`\sqrt{x}`, `exp(x)`→`e^{x}`,       pi/2 = \frac{\pi}{2}
-                                `1e-3`→`1\times10^{-3}`
+                                `sqrt(x)`→`\sqrt{x}`, `exp(x)`→`e^{x}`,       pi/2 = \frac{\pi}{2};
+                                `ln(x)`, `sin(x)`, `log_2(x)`, ... →          sin(pi/6) = 1/2;
+                                `\ln(x)`, ...; `1e-3`→`1\times10^{-3}`;        √12 = 2√3 ≠ 2;
+                                `√12`, `√(..)`→`\sqrt{12}`, `\sqrt{..}`       √(9) = 3
+undetermined values             a real whose error bound is not small          0/0, 10^80√2-10^80√2
+                                (> 10^-30 × max(1, |v|), after sympy's exact   (numerically),
+                                evaluation where the fast path cannot): equal  ∫_0^{100}x^{50}dx
+                                to nothing; 0/0 and 1/0 equal nothing          (9 bits): ≠ any number
 anything else                   math-verify (strict, its unit stripping off:
                                 units are the rule above); numeric constants,
                                 and the numbers it compares inside tuples,
@@ -138,6 +150,9 @@ Every verdict has a status: "ok" (a verdict was reached), "no_answer" (nothing t
 or the answer contains a power whose exact value is astronomically large, e.g. `9^{9^{9^{9}}}`, or
 one past Python's 4300-digit int → str cap inside sympy, e.g. `\lfloor1000^{10000}\rfloor`),
 "error" (the grader itself failed: invalid gold, worker crash). Only "ok" can be correct.
+An answer (or canonical answer) longer than `canonical.MAX_ANSWER_CHARS` (3000 characters) is over
+the cost budget: it is not canonicalised, equals only the identical string, and compared with
+anything else is a "timeout" decided in the calling process at once (never sent to a worker).
 math-verify's own SIGALRM timeouts are disabled (`parsing_timeout=None`, `timeout_seconds=None`):
 they raise off the main thread. Instead, slow comparisons run in a small persistent pool of
 worker processes; a batch (or a single call) has one deadline, `timeout_s` after the pool is

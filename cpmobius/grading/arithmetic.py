@@ -12,6 +12,10 @@ results, infinities in arithmetic, values that cannot be told from a pole or fro
   times their propagated rounding errors: the tolerance is relative to the size of the
   computation, never an absolute floor (π·10^-50 ≠ π·10^-51, while sin(π) = 0 and
   √2·√3 = √6);
+* a real whose error bound is not small (over `_ILL_CONDITIONED` × max(1, |value|): a
+  cancellation such as 10^80·√2 - 10^80·√2, a low-precision numerical integral, 0/0) is
+  undetermined and equals nothing; the fast path hands it to the worker (`well_conditioned`
+  raises `Unsupported`), whose exact sympy evaluation may still decide it;
 * a bare decimal approximates a non-terminating value (a rational whose denominator has a prime
   factor other than 2 and 5, or a real) with ≥ 6 decimal places and ≥ 6 significant digits,
   correctly rounded; a terminating value only equals the decimal that is exactly it.
@@ -19,7 +23,9 @@ results, infinities in arithmetic, values that cannot be told from a pole or fro
 Departures from the paper / released code (marked `# CPMöbius:`): a bare decimal equals a
 non-terminating exact value only with ≥ 6 decimal places and significant digits, correctly rounded;
 rationals compare exactly and reals within their own propagated error (the released grader's
-relative tolerance of 1e-4, and our former absolute floor of 1e-45, joined distinct tiny values).
+relative tolerance of 1e-4, and our former absolute floor of 1e-45, joined distinct tiny values);
+an undetermined real (error bound not small) equals nothing (its tolerance would have matched any
+number).
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ class Unsupported(Exception):
 
 class TooBig(Exception):
     """The answer contains a power whose exact value is astronomically large."""
+
+
+class Undetermined(Exception):
+    """A numeric value known too imprecisely to be compared (see `determined`): it equals nothing."""
 
 
 class Irr:
@@ -96,9 +106,16 @@ def num_err(x: Fraction | Irr) -> Any:
     return MP.ldexp(MP.one, nbits - d.bit_length() + 3 - MP.prec)
 
 
+def determined(v: Any, err: Any) -> bool:
+    """Whether a real `v` ± `err` is known well enough to compare: both finite and
+    err <= `_ILL_CONDITIONED` × max(1, |v|) (a cancellation to 0 of O(1) terms is still determined)."""
+    return bool(MP.isfinite(v) and MP.isfinite(err) and err <= _ILL_CONDITIONED * max(MP.one, abs(v)))
+
+
 def well_conditioned(v: Any, err: Any) -> Irr:
-    """`Irr(v, err)`; raises `Unsupported` when err makes the value meaningless (e.g. near a pole)."""
-    if not MP.isfinite(v) or not MP.isfinite(err) or err > _ILL_CONDITIONED * max(MP.one, abs(v)):
+    """`Irr(v, err)`; raises `Unsupported` when err makes the value meaningless (a pole, a
+    cancellation of huge terms): math-verify (exact sympy) decides."""
+    if not determined(v, err):
         raise Unsupported
     return Irr(v, err)
 
@@ -115,7 +132,8 @@ def num_add(a: Any, b: Any) -> Any:
         raise Unsupported
     if isinstance(a, Fraction) and isinstance(b, Fraction):
         return _check_size(a + b)
-    return Irr(to_mpf(a) + to_mpf(b), num_err(a) + num_err(b))
+    # CPMöbius: a cancellation of huge terms (10^80√2 - 10^80√2 = 0 ± 10^20) is not a value.
+    return well_conditioned(to_mpf(a) + to_mpf(b), num_err(a) + num_err(b))
 
 
 def num_neg(a: Any) -> Any:
@@ -130,7 +148,7 @@ def num_mul(a: Any, b: Any) -> Any:
     if isinstance(a, Fraction) and isinstance(b, Fraction):
         return _check_size(a * b)
     x, y, ea, eb = to_mpf(a), to_mpf(b), num_err(a), num_err(b)
-    return Irr(x * y, abs(x) * eb + abs(y) * ea + ea * eb)
+    return well_conditioned(x * y, abs(x) * eb + abs(y) * ea + ea * eb)
 
 
 def num_div(a: Any, b: Any) -> Any:
@@ -173,7 +191,7 @@ def num_root(a: Any, q: int) -> Any:
         if q % 2 == 0 and ev > 0:
             raise Unsupported  # the sign of the radicand is unknown
         r = MP.root(abs(v), q)
-        return Irr(r if v >= 0 else -r, MP.root(abs(v) + ev, q))
+        return well_conditioned(r if v >= 0 else -r, MP.root(abs(v) + ev, q))
     r = MP.root(abs(v), q)
     # d/dv v^(1/q) = r / (q v): the radicand's error, scaled
     return Irr(r if v >= 0 else -r, r * ev / (q * (abs(v) - ev)))
@@ -207,7 +225,7 @@ def num_pow(a: Any, e: Any) -> Any:
         return well_conditioned(r, abs(r) * MP.expm1(abs(n) * MP.log1p(ev / (abs(v) - ev))))
     if n < 0:
         raise Unsupported  # a negative power of a number that cannot be told from 0
-    return Irr(r, MP.power(abs(v) + ev, n))
+    return well_conditioned(r, MP.power(abs(v) + ev, n))
 
 
 def _real_only(f: Any, lo: float | None = None, hi: float | None = None, positive: bool = False) -> Any:
@@ -261,10 +279,15 @@ def num_eq(a: Any, b: Any, da: tuple[int, int] | None, db: tuple[int, int] | Non
     Returns:
         True iff a and b are the same rational, or reals equal within their propagated error
         (`_SAFETY` × the sum of the estimated errors), or a bare decimal with ≥ 6 places and ≥ 6
-        significant digits correctly rounding a non-terminating value.
+        significant digits correctly rounding a non-terminating value. False when either is an
+        undetermined real (`determined`), whatever the other value.
     """
     if isinstance(a, Inf) or isinstance(b, Inf):
         return isinstance(a, Inf) and isinstance(b, Inf) and a.sign == b.sign
+    if any(isinstance(x, Irr) and not determined(x.v, x.err) for x in (a, b)):
+        # CPMöbius: a value whose error bound is not small equals nothing (its tolerance would match
+        # every number: a cancelled 0 ± 10^20, a 9-bit numerical integral, 0/0).
+        return False
     if isinstance(a, Fraction) and isinstance(b, Fraction):
         if a == b:
             return True  # CPMöbius: rationals compare exactly, however tiny (no absolute tolerance).

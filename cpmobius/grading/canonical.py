@@ -1,9 +1,13 @@
 r"""Canonicalisation: an extracted answer → its canonical string (stage: grading).
 
 A cheap, deterministic, cached string rewrite applied before any comparison: unicode and LaTeX
-spelling variants, option labels, degrees, percent, units, currency, thousands separators,
-code-style `pi`/`sqrt(..)`/`**`, and a leading single-variable assignment. Equal canonical strings
-are equivalent answers; the policy table in the package docstring lists every rule.
+spelling variants (`√12` is √(12), `√(9)` is √9), option labels (`(B)`, `\textbf{(B)}`,
+`\mathbf{(B)}` before any value), degrees, percent, units, currency, thousands separators,
+code-style `pi`/`sqrt(..)`/`ln(..)`/`sin(..)`/`**`, and a leading single-variable assignment. Equal
+canonical strings are equivalent answers; the policy table in the package docstring lists every
+rule. The rewrite is linear-time in the answer's length, and an answer longer than
+`MAX_ANSWER_CHARS` is not rewritten at all (its canonical string is itself: over the cost budget,
+only identical strings are equal, and comparing it with anything else is a "timeout").
 
 Departures from the paper / released code (marked `# CPMöbius:`): the released vote compares raw
 strings, with no canonicalisation; here `x = 5` is the answer `5`, a repeating decimal
@@ -17,34 +21,48 @@ import re
 from functools import lru_cache
 
 
+MAX_ANSWER_CHARS = 3000
+"""Longest answer (characters) that is canonicalised and compared; a longer one is over the cost
+budget: equal only to the identical string, status "timeout" against anything else."""
+
+# Placeholders after `_placeholder_key` (font wrappers, brackets, spaces, dots and backslashes gone).
 _PLACEHOLDERS = frozenset(
-    {"", "none", "null", "nan", "n/a", "na", "answer", "youranswer", "your answer", "finalanswer",
-     "final answer", "...", "\\ldots", "\\dots", "\\cdots", "?", "\\text{}"}
+    {"", "none", "null", "nan", "n/a", "na", "answer", "youranswer", "youranswerhere", "answerhere",
+     "insertanswerhere", "finalanswer", "yourfinalanswer", "ldots", "dots", "cdots"}
 )
+_FONT = (r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mathrm|mathbf|mathit|mathsf|mathtt|"
+         r"mathbb|mathcal|boldsymbol|bm|emph|operatorname|mbox|hbox)")
+_WRAPPED_RE = re.compile(r"^" + _FONT + r"\s*\{(.*)\}$", re.S)
+_PLACEHOLDER_NOISE_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\[ ,;:!]|[\s.~\\]")
+
+
+_BRACE_RE = re.compile(r"\\.|[{}]", re.S)
+
+
+def brace_ends(text: str) -> dict[int, int]:
+    """Index of every "{" of `text` → index just past its matching "}", or -1 if it never closes
+    (one linear pass; `\\{`, `\\}` and `\\\\` are escaped characters, never group delimiters)."""
+    ends: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE_RE.finditer(text):
+        c = m.group(0)
+        if c == "{":
+            stack.append(m.start())
+            ends[m.start()] = -1
+        elif c == "}" and stack:
+            ends[stack.pop()] = m.end()
+    return ends
 
 
 def match_brace(text: str, i: int) -> int:
     """Index just past the group opened by text[i] == "{", or -1 if it never closes."""
-    depth = 0
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2  # an escaped character (\{, \}, \\) is never a group delimiter
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return -1
+    return brace_ends(text).get(i, -1)
 
 
 _UNICODE = str.maketrans({
     "\u2212": "-", "\u2013": "-", "\u2014": "-", "\u00d7": "\\times ", "\u22c5": "\\cdot ",
     "\u00b7": "\\cdot ", "\u03c0": "\\pi ", "\u221e": "\\infty ", "\u221a": "\\sqrt",
+    "\u221b": "\\sqrt[3]", "\u221c": "\\sqrt[4]",
     "\u00b0": "^\\circ", "\u2264": "\\leq ", "\u2265": "\\geq ", "\u2260": "\\neq ",
     "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u20ac": "", "\u00a3": "", "\u00a5": "",
     "\n": " ", "\t": " ", "\r": " ",
@@ -53,13 +71,16 @@ _UNICODE = str.maketrans({
         "½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5), "⅖": (2, 5), "⅗": (3, 5),
         "⅘": (4, 5), "⅙": (1, 6), "⅚": (5, 6), "⅛": (1, 8), "⅜": (3, 8), "⅝": (5, 8), "⅞": (7, 8)}.items()},
 })
-_WHOLE_BOX_RE = re.compile(r"^\\(?:boxed|fbox)\s*\{(.*)\}$", re.S)
+_BOX_OPEN_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _LEFTRIGHT_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
 _STYLE_RE = re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|mathrm\{\s*\})(?![A-Za-z])")
 _FRAC_RE = re.compile(r"\\[dtc]frac(?![A-Za-z])")
 _TEXTCMD_RE = re.compile(r"\\(?:textbf|textrm|textit|textnormal|textsf|texttt|mbox|hbox)(?![A-Za-z])")
-_OPTION_RE = re.compile(r"^(?:\\text\s*\{\s*)?\(\s*([A-E])\s*\)\s*\}?\s*(?:~|\\ |\\quad|\\,|:)*\s*(.*)$", re.S)
-_OPTION_ONLY_RE = re.compile(r"^(?:\\text\s*\{\s*|\\mathbf\s*\{\s*|\\mathrm\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?$")
+_OPTION_RE = re.compile(
+    r"^(?:" + _FONT + r"\s*\{\s*)?\(\s*([A-E])\s*\)(?P<gap>\s*\}?(?:\s|~|\\ |\\q?quad|\\[,;:]|:)*)(.*)$", re.S
+)
+_OPTION_ONLY_RE = re.compile(r"^(?:" + _FONT + r"\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?$")
+_NOT_A_VALUE_RE = re.compile(r"[,;&]|(?:and|or)(?![A-Za-z])", re.I)
 _DEGREE_RE = re.compile(
     r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ\s*$|\\degree(?![A-Za-z]))(?:\s*(?:\\mathrm\{[CF]\}|[CF])(?![A-Za-z]))?"
     r"|(?<=[\d}])\s*(?:\^\s*\{?\s*(?:\\prime\s*)+\}?|'+)\s*$"
@@ -86,6 +107,15 @@ _FRAC_DIGIT_BRACE_RE = re.compile(r"\\frac(\d)\{")
 _FRAC_BRACE_DIGIT_RE = re.compile(r"\\frac(\{[^{}]*\})(\d)")
 _SQRT_DIGIT_RE = re.compile(r"\\sqrt(\d)")
 _SINGLE_SUP_RE = re.compile(r"([_^])\{([0-9A-Za-z])\}")
+_RADICAL_DIGITS_RE = re.compile(r"([\u221a\u221b\u221c])\s*(\d+(?:\.\d+)?)")
+_RADICAL_ROOT = {"\u221a": "\\sqrt{", "\u221b": "\\sqrt[3]{", "\u221c": "\\sqrt[4]{"}
+_RADICAL_CALL_RE = re.compile(r"(?P<name>[\u221a\u221b\u221c])\s*\(|\(|\)")
+_CODE_CALLS = {"sqrt": "\\sqrt{", "exp": "e^{"}
+_CODE_CALL_RE = re.compile(r"(?<![\\A-Za-z])(?P<name>sqrt|exp)\s*\(|\(|\)")
+# Plain-text functions written as calls: `ln(2)`, `sin(pi/6)`, `log_2(8)`, `cos^2(x)` (→ `\ln(2)`, ...).
+_CODE_FUNC_RE = re.compile(
+    r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|ln|log)(?=\s*[(^_])"
+)
 _ASSIGN_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?[A-Za-z0-9]+\}?)?(?:=(?!=)|\\in(?![A-Za-z]))")
 _REL_OPS = {"\\le": "\\leq", "\\ge": "\\geq", "\\ne": "\\neq", ">=": "\\geq", "<=": "\\leq", "!=": "\\neq"}
 
@@ -191,29 +221,64 @@ def _join_thousands(s: str) -> str:
     return pat.sub(lambda m: m.group(1) + re.sub(r"\D", "", m.group(2)), s)
 
 
-def _replace_call(s: str, name: str, fmt: str) -> str:
-    """Rewrite code-style `name(arg)` (not `\\name`) as fmt.format(arg), parentheses matched."""
-    out = s
-    while name + "(" in out:
-        m = re.search(r"(?<![\\A-Za-z])" + name + r"\(", out)
-        if not m:
-            return out
-        depth, i = 0, m.end() - 1
-        while i < len(out):
-            depth += {"(": 1, ")": -1}.get(out[i], 0)
-            if depth == 0:
-                break
-            i += 1
-        if depth:
-            return out
-        out = out[: m.start()] + fmt.format(out[m.end() : i]) + out[i + 1 :]
-    return out
+def _replace_calls(s: str, call_re: re.Pattern, opening: dict[str, str]) -> str:
+    """Rewrite calls `name(arg)` (call_re's group "name") as opening[name] + arg + "}", parentheses
+    matched, nested calls included, in one linear pass; an unclosed call is left as written."""
+    if "(" not in s:
+        return s
+    out: list[str] = []
+    stack: list[tuple[int, str, str]] = []  # per open "(": (index in out, text as written, closing)
+    last = 0
+    for m in call_re.finditer(s):
+        out.append(s[last : m.start()])
+        last = m.end()
+        if m.group(0) == ")":
+            out.append(stack.pop()[2] if stack else ")")
+        elif m.group("name"):
+            out.append(opening[m.group("name")])
+            stack.append((len(out) - 1, m.group(0), "}"))
+        else:
+            out.append("(")
+            stack.append((len(out) - 1, "(", ")"))
+    out.append(s[last:])
+    for i, written, _ in stack:
+        out[i] = written  # never closed: keep the call as written
+    return "".join(out)
+
+
+def _unicode_radicals(s: str) -> str:
+    """`√12` is √(12) (all the digits, not √1·2), `√(9)` takes the parenthesised group, `∛8` is
+    \\sqrt[3]{8}; any other `√` reads as LaTeX `\\sqrt` (`√{2}`, `√x`)."""
+    s = _RADICAL_DIGITS_RE.sub(lambda m: _RADICAL_ROOT[m.group(1)] + m.group(2) + "}", s)
+    return _replace_calls(s, _RADICAL_CALL_RE, _RADICAL_ROOT)
+
+
+def _unwrap_boxes(s: str) -> str:
+    """`\\boxed{\\boxed{ 5 }}` → `5` (every box that spans the whole string), in one pass."""
+    if not _BOX_OPEN_RE.match(s):
+        return s
+    ends, lo, hi = brace_ends(s), 0, len(s)
+    while (m := _BOX_OPEN_RE.match(s, lo, hi)) and ends.get(m.end() - 1) == hi:
+        lo, hi = m.end(), hi - 1
+        while lo < hi and s[lo].isspace():
+            lo += 1
+        while hi > lo and s[hi - 1].isspace():
+            hi -= 1
+    return s[lo:hi]
 
 
 def _strip_outer_braces(s: str) -> str:
-    while s.startswith("{") and match_brace(s, 0) == len(s):
-        s = s[1:-1].strip()
-    return s
+    """`{{ 5 }}` → `5` (every group that spans the whole string), in one pass."""
+    if not s.startswith("{"):
+        return s
+    ends, lo, hi = brace_ends(s), 0, len(s)
+    while lo < hi and s[lo] == "{" and ends.get(lo) == hi:
+        lo, hi = lo + 1, hi - 1
+        while lo < hi and s[lo].isspace():
+            lo += 1
+        while hi > lo and s[hi - 1].isspace():
+            hi -= 1
+    return s[lo:hi]
 
 
 _KNOWN_CMDS_RE = re.compile(
@@ -229,10 +294,16 @@ def strip_commands(s: str) -> str:
 
 @lru_cache(maxsize=1 << 16)
 def canonicalize(ans: str) -> str:
-    """Canonical string of an extracted answer (policy table in the package docstring)."""
+    """Canonical string of an extracted answer (policy table in the package docstring).
+
+    An answer longer than `MAX_ANSWER_CHARS` is returned stripped, unchanged (over the cost budget).
+    """
+    if len(ans) > MAX_ANSWER_CHARS:
+        return ans.strip()
+    if "\u221a" in ans or "\u221b" in ans or "\u221c" in ans:
+        ans = _unicode_radicals(ans)
     s = ans.translate(_UNICODE).strip()
-    while (m := _WHOLE_BOX_RE.match(s)) and match_brace(s, s.index("{")) == len(s):
-        s = m.group(1).strip()
+    s = _unwrap_boxes(s)
     s = s.replace("\\$", "").replace("$", "")
     if s[:2] in ("\\(", "\\[") and s[-2:] in ("\\)", "\\]"):
         s = s[2:-2]
@@ -242,8 +313,8 @@ def canonicalize(ans: str) -> str:
     s = _TEXTCMD_RE.sub(r"\\text", s).strip()
     if m := _OPTION_ONLY_RE.match(s):
         return m.group(1)
-    if (m := _OPTION_RE.match(s)) and m.group(2)[:1] and (m.group(2)[0].isdigit() or m.group(2)[0] in "-\\"):
-        return canonicalize(m.group(2))  # "(B) 12": the value after an option label
+    if (m := _OPTION_RE.match(s)) and _is_option_value(m.group(3), bool(m.group("gap"))):
+        return canonicalize(m.group(3))  # "(B) 12", "\mathbf{(B)}\ x^2": the value after an option label
     s = _DEGREE_RE.sub("", s)
     s = _PERCENT_RE.sub("", s)
     s = _EMPTY_TEXT_RE.sub("", s)
@@ -259,8 +330,8 @@ def canonicalize(ans: str) -> str:
         s = m.group(1)
     s = _UNIT_WORD_RE.sub("", s).strip()
     s = s.replace("**", "^")
-    s = _replace_call(s, "sqrt", "\\sqrt{{{}}}")
-    s = _replace_call(s, "exp", "e^{{{}}}")
+    s = _replace_calls(s, _CODE_CALL_RE, _CODE_CALLS)
+    s = _CODE_FUNC_RE.sub(r"\\\1", s)
     s = _PI_WORD_RE.sub(r"\\pi ", s)
     s = _INF_WORD_RE.sub(r"\\infty ", s)
     for a, b in _REL_OPS.items():
@@ -283,9 +354,33 @@ def canonicalize(ans: str) -> str:
     return s.rstrip(".,;").strip()
 
 
+def _is_option_value(value: str, separated: bool) -> bool:
+    """Whether `value` after an option label `(B)` is the option's value: a number or command
+    right after it, or anything separated from it (`(B) x^2`, `\\textbf{(B)}\\ (1,2)`) that is not a
+    connector (`(B), (C)`, `(B) and (C)`) or another label (`(B) (C)`)."""
+    if not value:
+        return False
+    if value[0].isdigit() or value[0] in "-\\":
+        return True
+    return separated and not _NOT_A_VALUE_RE.match(value) and not _OPTION_ONLY_RE.match(value)
+
+
+def _placeholder_key(canon: str) -> str:
+    """`canon` without font wrappers (`\\mathrm{..}`, `\\emph{..}`, ...), `[..]` / `<..>` brackets,
+    spaces, dots and backslashes, lower-cased: `\\mathrm{N.A.}` → `na`."""
+    c = canon.strip()
+    while True:
+        m = _WRAPPED_RE.match(c)
+        if m and match_brace(c, c.index("{")) == len(c):
+            c = m.group(1).strip()
+        elif len(c) > 2 and c[0] + c[-1] in ("[]", "<>"):
+            c = c[1:-1].strip()
+        else:
+            return _PLACEHOLDER_NOISE_RE.sub("", c).lower()
+
+
 def is_placeholder(canon: str) -> bool:
-    """Whether a canonical answer is a placeholder (`None`, `N/A`, `...`, ...): no answer."""
-    c = canon
-    if c.startswith("\\text{") and c.endswith("}"):
-        c = c[6:-1]
-    return c.strip().lower() in _PLACEHOLDERS
+    """Whether a canonical answer is a placeholder (`None`, `\\mathrm{N/A}`, `\\text{None.}`, `N.A.`,
+    `[answer]`, `\\text{your answer here}`, `...`, `?`, empty or only spaces): no answer."""
+    key = _placeholder_key(canon)
+    return key in _PLACEHOLDERS or not key.strip("?")

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import isolation
 from .arithmetic import decimal_info
-from .canonical import canonicalize, is_placeholder
+from .canonical import MAX_ANSWER_CHARS, canonicalize, is_placeholder
 from .fast_path import TOO_BIG, fast_verdict
 from .results import DEFAULT_TIMEOUT_S, check_mode
 
@@ -53,12 +53,17 @@ VERDICT_CACHE = _LRU(1 << 17)
 def judge(pairs: list[tuple[str, str]], *, symmetric: bool, timeout_s: float) -> list[tuple[str, bool]]:
     """(status, equal) for canonical (gold, answer) pairs; all slow pairs share one deadline.
 
-    Status is "ok", "timeout" (over the wall-clock or cost budget) or "error" (worker failure);
-    equal is False unless the status is "ok". `symmetric`: equal if either direction holds.
+    Status is "ok", "timeout" (over the wall-clock or cost budget; a pair of different answers
+    either of which is longer than `MAX_ANSWER_CHARS` is over the cost budget, decided in no time)
+    or "error" (worker failure); equal is False unless the status is "ok". `symmetric`: equal if
+    either direction holds.
     """
     out: list[tuple[str, bool] | None] = [None] * len(pairs)
     todo: dict[tuple, list[int]] = {}
     for i, (a, b) in enumerate(pairs):
+        if a != b and max(len(a), len(b)) > MAX_ANSWER_CHARS:
+            out[i] = ("timeout", False)  # CPMöbius: over-long answers are never parsed (bounded time)
+            continue
         v = fast_verdict(a, b)
         if v is TOO_BIG:
             out[i] = ("timeout", False)
@@ -100,6 +105,8 @@ def answers_equivalent(a: str | None, b: str | None, *, mode: str = "cpmobius",
         mode: "cpmobius" (either-direction math-verify after the policy) or "released" (exact
             string equality).
         timeout_s: wall-clock budget in seconds; a timeout counts as "not equivalent" (logged).
+            An answer longer than `canonical.MAX_ANSWER_CHARS` is equivalent only to the identical
+            string.
 
     Returns:
         Whether the two answers are one cluster.

@@ -3,8 +3,9 @@ r"""Answer extraction: a response → its final `\boxed{}` answer (stage: gradin
 Rules ("Extraction" in the package docstring): the last real box wins, a truncated final box is no
 answer, mentions of `\boxed` in prose or code spans are not boxes, boxes joined only by
 connectors form one multi-answer unless they all hold the same answer (then it is that answer),
-placeholders are no answer. `released` mode reads the body of
-verl's `last_boxed_only_string` instead.
+placeholders are no answer. Extraction is linear in the response's length (one pass matches every
+brace, one pass tracks code spans), so no response can stall the calling process. `released` mode
+reads the body of verl's `last_boxed_only_string` instead.
 
 Departures from the paper / released code (marked `# CPMöbius:`): a truncated final box is no
 answer (never an earlier, retracted box); the same answer boxed twice in a row is one answer.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 
 from . import released
-from .canonical import canonicalize, is_placeholder, match_brace
+from .canonical import brace_ends, canonicalize, is_placeholder
 from .fast_path import fast_verdict
 from .results import check_mode
 
@@ -29,13 +30,35 @@ _CONNECTOR_RE = re.compile(
 )
 
 
+def _token_end(text: str, j: int, end: int, ends: dict[int, int]) -> int:
+    """End of the unbraced box token text[j:end] (`\boxed \frac{7}{2}`), extended past every group it
+    opens (and past the rest of the token after it); -1 if one of its groups never closes
+    (`\boxed \frac{7`: truncated)."""
+    i = text.find("{", j, end)
+    while i >= 0:
+        close = ends.get(i, end)  # an escaped "\{" is not in `ends`
+        if close < 0:
+            return -1
+        if close > end:
+            rest = _BOX_TOKEN_RE.match(text, close)
+            end = rest.end() if rest else close
+        i = text.find("{", i + 1, end)
+    return end
+
+
 def _boxes(text: str) -> list[tuple[int, int, str | None]]:
     """All real boxes of `text` in order: (start, end, body), body None when truncated."""
     out: list[tuple[int, int, str | None]] = []
     n = len(text)
+    ends = brace_ends(text) if "{" in text else {}
+    scanned, in_code = 0, False  # code-span state at text[scanned], updated incrementally
     for m in _BOX_RE.finditer(text):
-        line_start = text.rfind("\n", 0, m.start()) + 1
-        if text.count("`", line_start, m.start()) % 2 == 1:
+        newline = text.rfind("\n", scanned, m.start())
+        if newline >= 0:
+            scanned, in_code = newline + 1, False
+        in_code ^= text.count("`", scanned, m.start()) % 2 == 1
+        scanned = m.start()
+        if in_code:
             continue  # inside a `code span`: a mention, not an answer
         j = m.end()
         while j < n and text[j] in " \t\n":
@@ -43,7 +66,7 @@ def _boxes(text: str) -> list[tuple[int, int, str | None]]:
         if j >= n:
             out.append((m.start(), n, None))  # cut off right after "\boxed"
         elif text[j] == "{":
-            end = match_brace(text, j)
+            end = ends.get(j, -1)
             if end < 0:
                 out.append((m.start(), n, None))  # cut off inside the box
             elif text[j + 1 : end - 1].strip():
@@ -53,7 +76,9 @@ def _boxes(text: str) -> list[tuple[int, int, str | None]]:
             tok = _BOX_TOKEN_RE.match(text, j)
             body = tok.group(0).rstrip(".,;:") if tok else ""
             if body and _MATHY_TOKEN_RE.search(body):
-                out.append((m.start(), j + len(body), body))
+                end = _token_end(text, j, j + len(body), ends)
+                # CPMöbius: `\boxed \frac{7` (a group never closed) is cut off: no answer.
+                out.append((m.start(), n, None) if end < 0 else (m.start(), end, text[j:end].rstrip(".,;: \t\n")))
     return out
 
 

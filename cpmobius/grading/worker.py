@@ -8,7 +8,10 @@ kills an overrunning worker at its deadline.
 
 Departures from the paper / released code (marked `# CPMöbius:`): math-verify's unit stripping is
 off (units follow the canonicalisation policy); numbers it compares inside tuples, sets, intervals
-and complex numbers follow our numeric rule (`arithmetic.num_eq`), not its absolute rounding.
+and complex numbers follow our numeric rule (`arithmetic.num_eq`), not its absolute rounding; a
+number sympy evaluates only imprecisely (a numerical integral to 9 bits, `sin(π)/sin(2π)` = 0/0)
+or an undefined one (`nan`, `zoo`) equals nothing; an equation that is not a single-variable
+assignment never equals a non-equation (math-verify compared `x-5=0` to `0` by its right-hand side).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 from . import released
-from .arithmetic import MP, Irr, TooBig, Unsupported, num_add, num_eq, num_mul, num_pow
+from .arithmetic import MP, Irr, TooBig, Undetermined, Unsupported, determined, num_add, num_eq, num_mul, num_pow
 
 
 _MV: dict[str, Any] = {}
@@ -49,8 +52,10 @@ def _mv_parse(s: str) -> list:
 
         # CPMöbius: numbers inside tuples, sets, intervals and complex numbers follow our numeric rule
         # (math-verify's evalf(chop=True) / round(6) made (1/100!, 1) equal (1/101!, 1)).
-        mv.update(stock_numeric_eq=mv_grader.sympy_numeric_eq)
+        mv.update(stock_numeric_eq=mv_grader.sympy_numeric_eq, stock_expr_eq=mv_grader.sympy_expr_eq,
+                  is_equation=mv_grader.is_equation, is_assignment=mv_grader.is_assignment_relation)
         mv_grader.sympy_numeric_eq = _numeric_eq
+        mv_grader.sympy_expr_eq = _expr_eq
     return mv["parse"]("\\boxed{" + s + "}", extraction_config=mv["cfg"], parsing_timeout=None)
 
 
@@ -108,6 +113,8 @@ def _sympy_number(e: Any) -> Any:
     Raises:
         OverflowError: a rational expression whose exact value is astronomically large (reported
             as "timeout", like the fast path's cost guard).
+        Undetermined: sympy reached too little precision (`arithmetic.determined`), e.g. a
+            numerical integral to 9 bits or the 0/0 of `sin(π)/sin(2π)`: the value equals nothing.
     """
     import sympy
 
@@ -128,7 +135,11 @@ def _sympy_number(e: Any) -> Any:
     if not (v.is_real and v.is_finite) or not isinstance(v, sympy.Float):
         return None
     value = MP.make_mpf(v._mpf_)
-    return Irr(value, abs(value) * MP.mpf(2) ** (4 - v._prec))
+    err = abs(value) * MP.mpf(2) ** (4 - v._prec)
+    if not determined(value, err):
+        # CPMöbius: a 9-bit value ± |v|/2^9 would have matched every number within its tolerance.
+        raise Undetermined
+    return Irr(value, err)
 
 
 def _float_decimal_info(e: Any) -> tuple[int, int] | None:
@@ -166,10 +177,14 @@ def _numeric_eq(a: Any, b: Any, float_rounding: int, numeric_precision: int) -> 
     anything else (matrices, expressions whose difference keeps a symbol) as stock."""
     import sympy
 
+    if _undefined(a) or _undefined(b):
+        return False
     try:
         pa, pb = _numeric_parts(a), _numeric_parts(b)
     except OverflowError:
         _OVER_BUDGET.append(True)
+        return False
+    except Undetermined:
         return False
     except Exception:
         pa = pb = None
@@ -181,11 +196,37 @@ def _numeric_eq(a: Any, b: Any, float_rounding: int, numeric_precision: int) -> 
     except OverflowError:
         _OVER_BUDGET.append(True)
         return False
+    except Undetermined:
+        return False
     except Exception:
         diff = None
     if diff is not None:
         return all(num_eq(x, Fraction(0), None, None) for x, _ in diff)
     return _MV["stock_numeric_eq"](a, b, float_rounding, numeric_precision)
+
+
+def _undefined(e: Any) -> bool:
+    """Whether a sympy object is or contains an undefined number (nan: 0/0, zoo: 1/0)."""
+    import sympy
+
+    return isinstance(e, sympy.Basic) and e.has(sympy.nan, sympy.zoo)
+
+
+def _expr_eq(gold: Any, pred: Any, *args: Any, **kwargs: Any) -> bool:
+    """math-verify's `sympy_expr_eq`, except that an equation which is not a single-variable
+    assignment never equals a non-equation (stock: `x-5=0`, `2x=5` were compared by their
+    right-hand sides, so they equalled `0` and `5`); `x = 5` still equals 5."""
+    import sympy
+
+    mv = _MV
+    eq_g, eq_p = mv["is_equation"](gold), mv["is_equation"](pred)
+    equation = gold if eq_g else pred
+    first = equation if isinstance(equation, sympy.Eq) else getattr(equation, "_unsorted_args", [None])[0]
+    single_variable = mv["is_assignment"](equation) and isinstance(getattr(first, "lhs", None), sympy.Symbol)
+    if eq_g != eq_p and not single_variable:
+        # CPMöbius: only a leading single-variable assignment reduces to its right-hand side.
+        return False
+    return mv["stock_expr_eq"](gold, pred, *args, **kwargs)
 
 
 def _point_value(name: str, k: int) -> Fraction:
@@ -211,18 +252,27 @@ def _equal_at_points(ea: Any, eb: Any) -> bool:
     for k in (0, 1):
         subs = {s: sympy.Rational(_point_value(s.name, k).numerator, _point_value(s.name, k).denominator)
                 for s in symbols}
-        va, vb = _sympy_number(ea.xreplace(subs)), _sympy_number(eb.xreplace(subs))
+        try:
+            va, vb = _sympy_number(ea.xreplace(subs)), _sympy_number(eb.xreplace(subs))
+        except Undetermined:
+            return False
         if va is None or vb is None or not num_eq(va, vb, None, None):
             return False
     return True
 
 
 def _math_verify_equal(task: dict) -> bool:
-    """Task "eq": exact numbers, then two fixed points, then math-verify (both directions if "sym")."""
+    """Task "eq": exact numbers, then two fixed points, then math-verify (both directions if "sym").
+
+    An undefined (nan, zoo) or undetermined number (`arithmetic.determined`) equals nothing.
+    """
     a, b = _mv_parse(task["a"]), _mv_parse(task["b"])
-    if not a or not b:
-        return False
-    na, nb = _sympy_number(a[0]), _sympy_number(b[0])
+    if not a or not b or _undefined(a[0]) or _undefined(b[0]):
+        return False  # CPMöbius: 0/0 and 1/0 equal nothing
+    try:
+        na, nb = _sympy_number(a[0]), _sympy_number(b[0])
+    except Undetermined:
+        return False  # CPMöbius: a number sympy cannot pin down equals nothing
     if na is not None and nb is not None:
         da, db = task.get("da"), task.get("db")
         return num_eq(na, nb, tuple(da) if da else None, tuple(db) if db else None)
