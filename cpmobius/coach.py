@@ -5,12 +5,15 @@ Paper §3 / released `_generate_instructions`: the Coach answers one fixed user 
 
 Departures from the released code (`# CPMöbius:` below): each candidate is validated (the released
 code sends any text, even an empty, answer-leaking or figure-dependent one, to the Player) and
-near-duplicates of an earlier candidate in the same batch are dropped (public case BR-37). Rejected
+near-duplicates of an earlier candidate in the same batch, or of a text the caller has already
+accepted this step (``seen``), are dropped (public case BR-37, reordered paraphrases included). Rejected
 candidates never reach the Player and never carry a Coach reward; their reasons are counted. A chat
 model's preamble ("Sure, here's a valid math problem:"), problem heading and closing remark ("I hope
 this helps!") are cut off before validation (`cpmobius.coach_text.extract_problem`; counted as
 ``coach/extracted/<kind>``), and the Player and the problem archive get the problem that remains;
-refusals and problems followed by their own solution are rejected (issue 16).
+refusals and problems followed by their own solution are rejected (issue 16). A response far longer
+than a problem may be (``coach.max_problem_chars`` + `WRAPPING_CHARS`) is "over_long" before any
+of this, and every pattern runs in linear time, so that the validator's cost stays bounded.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
-from cpmobius.coach_text import asks_user, extract_problem, is_refusal, is_worked_solution
+from cpmobius.coach_text import LINE_START, asks_user, extract_problem, is_refusal, is_worked_solution
 from cpmobius.prompts import coach_prompt, player_prompt
 from cpmobius.settings import CoachSettings
 
@@ -43,18 +46,27 @@ _CHATTER = re.compile(
     re.IGNORECASE,
 )
 # Several problems: two numbered headings, or an enumeration with a first and a second item.
-_HEADING = re.compile(r"(^|\n)\s*(problem|question|exercise)\s*(\d+|[ivx]+)\s*[:.)]", re.IGNORECASE)
+_HEADING = re.compile(r"(?:^|" + LINE_START + r")\s*+(?:problem|question|exercise)\s*+(?:\d+|[ivx]+)\s*+[:.)]", re.IGNORECASE)
 _ENUMERATIONS = (
     (re.compile(r"(^|\s)1[.)]\s"), re.compile(r"(^|\s)2[.)]\s")),
     (re.compile(r"(^|\s)\(a\)\s", re.IGNORECASE), re.compile(r"(^|\s)\(b\)\s", re.IGNORECASE)),
 )
-# A leaked answer: a non-empty box, an Answer/Solution heading on its own line, or "answer is <value>"
-# opening a sentence. Mid-sentence uses ("a 20% acid solution: 3 liters", "each correct answer = 4
-# points", "the answer is a positive integer") and the empty format instruction "\boxed{}" are not leaks.
+# A leaked answer (public case BR-40): a box with content ("\boxed{51}", "\boxed 51"); an Answer/Solution
+# heading on its own line ("### Answer", "**Solution:**"); or, opening a line, a sentence or a bracket,
+# an answer label followed by a value: "Answer: 51", "(Answer: 51)", "**Answer**: 51", "\textbf{Answer:}
+# 51", "Ans. 51", "Final answer = 51", "Solution: $x = 3$", "Expected output: 51", "the answer is 51".
+# Mid-sentence uses ("a 20% acid solution: 3 liters", "each correct answer = 4 points"), labels followed
+# by words ("Answer the following question:", "The answer is a positive integer", "The solution is 10%
+# salt") and the empty format instruction "\boxed{}" are not leaks.
+_LABEL_START = r"(?:^|(?<=[.!?])\s++|" + LINE_START + r"|[(\[]\s*+)"
+_LABEL = r"(?:#{1,6}\s*+|\*\*|__|\\text(?:bf|it)?\{)?(?:the\s+)?(?:(?:final|correct|expected)\s+)?"
+_LEAK_VALUE = r"\s*+(?:\*\*|__|\})?\s*+(?:\$|\\[(\[]|\\(?:d?frac|sqrt)\b|[-+(]?\d|[a-z]\s*+=)"
 _LEAK = re.compile(
-    r"\\(boxed|fbox)\s*\{\s*[^}\s]"
-    r"|(^|\n)\s*(#+\s*|\*\*)?(final\s+)?(answer|solution)\b\s*(\*\*)?\s*([:.=]|\n|$)"
-    r"|(^|[.!?]\s+|\n)\s*(the\s+)?(final\s+)?(answer|result)\s*(is|[:=])\s*\$?\s*[-+(\\\d]",
+    r"\\(?:boxed|fbox)\s*+(?:\{\s*+[^}\s]|[^{\s])"
+    r"|(?:^|" + LINE_START + r")(?:#+[^\S\n]*+|\*\*)?(?:final\s+)?(?:answer|solution)\b[^\S\n]*+(?:\*\*)?[^\S\n]*+(?:[:.=]|\n|$)"
+    r"|" + _LABEL_START + _LABEL + r"(?:answer|ans|solution|result|output)\b(?:\*\*|__|\})?[^\S\n]*+"
+    r"(?:[:=\u2014\u2013]|-(?=\s)|\.(?=[^\S\n]))" + _LEAK_VALUE
+    + r"|" + _LABEL_START + _LABEL + r"answer\s+is" + _LEAK_VALUE,
     re.IGNORECASE,
 )
 
@@ -128,7 +140,7 @@ _FIGURE_NUMBER = re.compile(
 # The figure is in the text after all: Asymptote (MATH's `[asy]`), TikZ, LaTeX picture code.
 _FIGURE_CODE = re.compile(r"\[asy\]|\\begin\{(?:tikzpicture|picture|pspicture)\}", re.IGNORECASE)
 # A table (or grid) in the text: two Markdown rows, or a tabular/array environment.
-_TABLE_CODE = re.compile(r"(?:^|\n)\s*\|.*\|\s*\n\s*\|.*\||\\begin\{(?:tabular|array)\}", re.IGNORECASE)
+_TABLE_CODE = re.compile(r"(?:^|" + LINE_START + r")\s*+\|.*\|[^\S\n]*+\n\s*+\|.*\||\\begin\{(?:tabular|array)\}", re.IGNORECASE)
 
 
 def needs_figure(text: str) -> bool:
@@ -196,6 +208,12 @@ class Problem:
         return row
 
 
+# CPMöbius: a response longer than this many characters beyond ``coach.max_problem_chars`` is "over_long"
+# before its wrapping is cut: no preamble or closing remark is that long, and the validator's cost then
+# stays bounded whatever the Coach writes (a 20,000-newline response used to take 86 s).
+WRAPPING_CHARS = 2000
+
+
 def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> Optional[str]:
     """Why ``text`` is not a usable problem, or None.
 
@@ -250,51 +268,93 @@ def read_problem(response: str, truncated: bool, settings: CoachSettings) -> Pro
     that was wrapping only (nothing left once it is cut) is "chatter". Without it the response is
     used verbatim, as the released code does, and only an empty one is rejected.
 
+    A response longer than ``settings.max_problem_chars + WRAPPING_CHARS`` (stripped) that is not
+    empty, truncated, a refusal or a question to the user is "over_long" at once, uncut.
+
     Args:
         response: the Coach response, decoded without special tokens.
         truncated: the response stopped at the length limit.
         settings: the coach settings.
     """
+    text = response.strip()
     if not settings.validate:
-        text = response.strip()
         return Problem(text=text, coach_row=0, reject_reason=None if text else "empty")
     # CPMöbius: the released code uses every Coach response verbatim.
-    extraction = extract_problem(response)
-    reason = find_problem_fault(response, truncated, settings)
+    reason = find_problem_fault(text, truncated, settings)
+    if reason == "over_long" and len(text) > settings.max_problem_chars + WRAPPING_CHARS:
+        return Problem(text=text, coach_row=0, reject_reason=reason)
+    extraction = extract_problem(text)
     if reason not in ("empty", "truncated", "refusal", "asks_user"):  # the rest is judged on the problem, not its wrapping
         reason = find_problem_fault(extraction.text, False, settings) if extraction.text else "chatter"
-    return Problem(text=extraction.text or response.strip(), coach_row=0, reject_reason=reason,
-                   extracted=extraction.removed)
+    return Problem(text=extraction.text or text, coach_row=0, reject_reason=reason, extracted=extraction.removed)
+
+
+_NUMBER_WORDS = re.compile(
+    r"\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
+    r"seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand)\b"
+)
+_WORD = re.compile(r"[a-z]+|#|[^\sa-z#]")
 
 
 def _normalise(text: str) -> str:
-    return re.sub(r"\d+", "#", re.sub(r"\s+", " ", text.lower())).strip()
+    text = _NUMBER_WORDS.sub("#", re.sub(r"\s+", " ", text.lower().replace("$", " ")))
+    return re.sub(r"#(?:\s*#)*", "#", re.sub(r"\d+(?:[.,]\d+)*", "#", text)).strip()
 
 
-def mark_duplicates(problems: list[Problem], similarity: float) -> None:
-    """Reject every valid problem whose normalised text (digits → #) is ``similarity``-close to an
-    earlier valid one in the list (difflib ratio). Order-dependent: the first of a family is kept.
+def _word_counts(normalised: str) -> Counter:
+    # a light stem ("contains"/"containing", "marble"/"marbles") so that a paraphrase's inflections match
+    return Counter(re.sub(r"(?:ing|es|s)$", "", word) if len(word) > 4 else word for word in _WORD.findall(normalised))
+
+
+def _similarity(a: tuple[str, Counter], b: tuple[str, Counter]) -> float:
+    """max(difflib ratio of the normalised texts, Dice overlap of their word multisets)."""
+    shared = sum((a[1] & b[1]).values())
+    dice = 2 * shared / max(1, sum(a[1].values()) + sum(b[1].values()))
+    return max(dice, SequenceMatcher(None, a[0], b[0]).ratio()) if dice < 1.0 else dice
+
+
+def mark_duplicates(problems: list[Problem], similarity: float, seen: Iterable[str] = ()) -> None:
+    """Reject every valid problem whose text is ``similarity``-close to an earlier valid one in the list,
+    or to one of ``seen``. Order-dependent: the first of a family is kept.
+
+    Texts are compared normalised (lower case, whitespace collapsed, ``$`` dropped, numbers and number
+    words → ``#``), by the larger of the difflib ratio and the Dice overlap of their word multisets,
+    so that a paraphrase with its facts reordered ("Two marbles are drawn ... from a bag containing 5
+    red and 3 blue marbles." vs "A bag contains 5 red marbles and 3 blue marbles. Two marbles are
+    drawn ...") is a duplicate too (public case BR-37).
+
+    Args:
+        problems: candidates in sampling order, changed in place (reason "duplicate").
+        similarity: threshold in (0, 1] (``coach.duplicate_similarity``); 1 turns the check off.
+        seen: texts already accepted earlier in the step (earlier filter attempts), so that a
+            duplicate across attempts is caught too; they are never marked themselves.
     """
     if similarity >= 1.0:
         return
-    kept: list[str] = []
+    # CPMöbius: BR-37, the released code keeps near-duplicates; the word-multiset overlap and ``seen`` are ours.
+    kept = [(normalised, _word_counts(normalised)) for normalised in map(_normalise, seen)]
     for problem in problems:
         if not problem.valid:
             continue
         normalised = _normalise(problem.text)
-        if any(SequenceMatcher(None, normalised, other).ratio() >= similarity for other in kept):
+        candidate = (normalised, _word_counts(normalised))
+        if any(_similarity(candidate, other) >= similarity for other in kept):
             problem.reject_reason = "duplicate"
         else:
-            kept.append(normalised)
+            kept.append(candidate)
 
 
-def propose_problems(coach: Any, settings: CoachSettings, count: int) -> tuple[list[Problem], Any, Counter]:
+def propose_problems(
+    coach: Any, settings: CoachSettings, count: int, seen: Iterable[str] = ()
+) -> tuple[list[Problem], Any, Counter]:
     """Sample ``count`` candidate problems from the Coach and validate them.
 
     Args:
         coach: the Coach `Policy`, active.
         settings: the coach settings.
         count: number of candidates.
+        seen: problem texts already accepted earlier in the step; a near-duplicate of one is "duplicate"
+            (`mark_duplicates`).
 
     Returns:
         ``(problems, coach_batch, rejected)``: every candidate (valid or not) in sampling order,
@@ -311,8 +371,8 @@ def propose_problems(coach: Any, settings: CoachSettings, count: int) -> tuple[l
         problem = read_problem(tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings)
         problem.coach_row, problem.response_tokens = row, len(ids)
         problems.append(problem)
-    # CPMöbius: near-duplicates in one batch are dropped (BR-37); the released code keeps them.
-    mark_duplicates(problems, settings.duplicate_similarity)
+    # CPMöbius: near-duplicates in one batch, or of ``seen``, are dropped (BR-37); the released code keeps them.
+    mark_duplicates(problems, settings.duplicate_similarity, seen)
     rejected = Counter(p.reject_reason for p in problems if not p.valid)
     return problems, batch, rejected
 

@@ -165,13 +165,16 @@ class CoachPlayerLoop:
         levels: list[Optional[int]] = []  # of every well-formed problem (difficulty_of)
         candidates = attempts = surplus = 0
         reserve: list[tuple[Problem, DataProto]] = []  # this step's Coach candidates not yet handed to the Player
+        written: list[str] = []  # well-formed problems of this step's earlier Coach batches (duplicate check, BR-37)
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
             seen = self.state.filter_totals  # CPMöbius: adaptive sizing also learns from this step's earlier attempts
             count = candidates_per_attempt(fs.quota - len(kept), fs, {"candidates": seen.get("candidates", 0) + candidates,
                                                                       "accepted": seen.get("accepted", 0) + len(kept) + surplus})
             if len(reserve) < count:
-                reserve += self._propose(math.ceil(count * (1.0 + fs.coach_reserve)))
+                fresh = self._propose(math.ceil(count * (1.0 + fs.coach_reserve)), seen=written)
+                written += [problem.text for problem, _ in fresh if problem.valid]
+                reserve += fresh
             taken, reserve = reserve[:count], reserve[count:]
             problems = [problem for problem, _ in taken]
             coach_batch_of = {id(problem): batch for problem, batch in taken}
@@ -225,12 +228,12 @@ class CoachPlayerLoop:
                 return None, step_metrics
         return kept, step_metrics
 
-    def _propose(self, count: int) -> list[tuple[Problem, DataProto]]:
-        """One Coach batch of ``count`` candidates, checked against the Player's prompt limit: ``(problem,
-        coach_batch)`` each, in sampling order (``problem.coach_row`` indexes its batch)."""
+    def _propose(self, count: int, seen: list[str]) -> list[tuple[Problem, DataProto]]:
+        """One Coach batch of ``count`` candidates, checked against the Player's prompt limit and, for
+        near-duplicates, against ``seen``: ``(problem, coach_batch)`` each, in sampling order."""
         with self.timed("coach"):
             self.coach.activate()
-            problems, coach_batch, _ = propose_problems(self.coach, self.settings.coach, count)
+            problems, coach_batch, _ = propose_problems(self.coach, self.settings.coach, count, seen)
         if self.settings.coach.world_problems_only:
             reject_off_world(problems, self.difficulty_of)
         reject_unfit_prompts(problems, self.player, *self.player_prompt_args)
@@ -262,7 +265,7 @@ class CoachPlayerLoop:
         self.state.delta_t_history.append(delta_t)
         return delta_t, {
             "val/accuracy": result.accuracy,
-            "val/response_length_mean": result.mean_response_tokens,
+            "val/response_length_mean": result.mean_response_tokens, "val/truncated_frac": result.truncated_frac,
             **{f"val/sampling/{key}": value for key, value in result.sampling.items()},
             **{f"val/grade/{status}": count for status, count in result.grade_counts.items()},
             **self._accuracy_by_level(result),

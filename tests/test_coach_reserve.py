@@ -50,9 +50,10 @@ def rows(count: int, label: float) -> DataProto:
 @pytest.fixture
 def make_loop(tmp_path, monkeypatch):
     """A loop whose Coach writes numbered problems; the Player keeps the problems whose number is in ``keep``."""
-    written = []
+    written, seen_by_batch = [], []
 
-    def propose(coach, settings, count):
+    def propose(coach, settings, count, seen=()):
+        seen_by_batch.append(list(seen))
         start = len(written)
         problems = [Problem(text=f"problem {start + i}", coach_row=i) for i in range(count)]
         written.extend(p.text for p in problems)
@@ -74,7 +75,7 @@ def make_loop(tmp_path, monkeypatch):
                                val_set=ValidationSet("none", [], [], []))
         return loop
 
-    make.written = written
+    make.written, make.seen_by_batch = written, seen_by_batch
     return make
 
 
@@ -113,6 +114,16 @@ def test_the_reserve_is_topped_up_when_it_runs_short_and_leftovers_are_archived(
     archived = [json.loads(line) for line in next((tmp_path / "problems").glob("step_*.jsonl")).read_text().splitlines()]
     unused = [row for row in archived if row["attempt"] is None]
     assert len(unused) == metrics["coach/reserve_unused"] == len(make_loop.written) - metrics["coach/candidates"]
+
+
+def test_each_coach_batch_is_checked_for_duplicates_of_the_steps_earlier_batches(make_loop):
+    # BR-37 across attempts: a later Coach batch must not bring back a problem an earlier one already wrote.
+    loop = make_loop(reserve=0.0, keep={1, 5, 9, 11})
+    loop.collect_problems()
+    seen = make_loop.seen_by_batch
+    assert len(seen) == 5 and seen[0] == []
+    assert all(seen[k] == make_loop.written[: len(seen[k])] for k in range(5))  # every earlier problem, in order
+    assert [len(s) for s in seen] == [0, 4, 7, 9, 11]
 
 
 def test_adaptive_sizing_learns_from_the_first_steps_earlier_attempts(make_loop):

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-import torch
 
 from cpmobius.warmup.data import filter_problems
 from cpmobius.warmup.sources import OverlapIndex, normalise_whitespace
@@ -118,34 +117,9 @@ def test_earlier_faults_keep_their_reason():
 # ----------------------------------------------------------------------------- in the loop
 
 
-class _Tokenizer:
-    def __init__(self, texts: list[str]) -> None:
-        self.texts = texts
-
-    def decode(self, ids, skip_special_tokens=True):
-        return self.texts[ids[0]]
-
-
-class _Batch:
-    def __init__(self, rows: int, stop: int) -> None:
-        self.batch = {"responses": torch.tensor([[i, stop] for i in range(rows)]), "response_mask": torch.ones(rows, 2)}
-
-
-class _Coach:
-    """Row i of every batch is texts[i], finished by the stop token."""
-
-    stop_token_ids = (99,)
-
-    def __init__(self, texts: list[str]) -> None:
-        self.tokenizer = _Tokenizer(texts)
-
-    def generate(self, prompts, n=1):
-        return _Batch(len(prompts), self.stop_token_ids[0])
-
-
-def test_propose_problems_counts_needs_figure_and_logs_its_metric():
+def test_propose_problems_counts_needs_figure_and_logs_its_metric(scripted_coach):
     texts = [NEEDS_FIGURE[0], NOT_A_FIGURE[0], NEEDS_FIGURE[1], FIGURE_IN_TEXT[0]]
-    problems, _, rejected = propose_problems(_Coach(texts), CoachSettings(), len(texts))
+    problems, _, rejected = propose_problems(scripted_coach(texts), CoachSettings(), len(texts))
     assert [p.reject_reason for p in problems] == ["needs_figure", None, "needs_figure", None]
     assert rejected == Counter({"needs_figure": 2})
     assert "needs_figure" in REJECT_REASONS
