@@ -2,6 +2,8 @@
 
 One dataclass per config group; each field's comment gives meaning, unit and paper symbol; each
 ``__post_init__`` rejects bad values with a `ConfigError` naming the key (``filter.band_low``).
+`load_settings` also checks the run's ``trainer``/``data`` keys (`validate_run_config`): the
+driver calls it first, before anything reads ``trainer.total_training_steps``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.engine.config import ConfigError
+from cpmobius.engine.config import ConfigError, validate_run_config
 from cpmobius.prompts import ANSWER_FORMATS
 
 COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
@@ -253,11 +255,12 @@ def _section(cfg: DictConfig, key: str, cls: type) -> Any:
 
 
 def load_settings(cfg: DictConfig) -> Settings:
-    """Build and validate every stage's settings from the composed config.
+    """Build and validate every stage's settings from the composed config, and its ``trainer``/``data`` keys.
 
     Raises:
         ConfigError: naming the first bad or unknown key.
     """
+    validate_run_config(cfg)
     settings = Settings(
         coach=_section(cfg, "coach", CoachSettings),
         player=_section(cfg, "player", PlayerSettings),

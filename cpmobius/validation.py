@@ -9,7 +9,9 @@ samples (avg@k); with greedy decoding k = 1. Answers are graded by the one proje
 Departures (`# CPMöbius:`): Δt is logged as a fraction (`val/delta_t`); every Coach reward uses it
 in accuracy points, 100·Δt, as the released code does (`cpmobius.rewards`); after a Player rollback the tracker restarts from
 the restored Player's score, so the jump caused by the rollback is not credited to the Coach (the
-released code credits it).
+released code credits it); a rollout stopped at the length limit has no answer (graded as "no_answer",
+counted wrong), as in the training vote (`cpmobius.difficulty_filter`, BR-13/BR-28): its text may
+hold an earlier, retracted box.
 """
 
 from __future__ import annotations
@@ -89,11 +91,17 @@ class ValidationResult:
     grade_counts: dict[str, int]
     response_tokens: int  # over all problems × samples
     sampling: dict[str, float] = field(default_factory=dict)  # temperature, top_p, top_k the rows used
+    truncated: int = 0  # samples stopped at the length limit (graded as no answer)
 
     @property
     def mean_response_tokens(self) -> float:
         samples = sum(self.grade_counts.values())
         return self.response_tokens / samples if samples else 0.0
+
+    @property
+    def truncated_frac(self) -> float:
+        samples = sum(self.grade_counts.values())
+        return self.truncated / samples if samples else 0.0
 
 
 def measure_accuracy(
@@ -104,7 +112,8 @@ def measure_accuracy(
 
     Uses the training prompt (`player_prompt` with the same ``system_prompt`` and
     ``answer_instruction``), so training and validation render identically (BR-30); samples with
-    ``rollout.val_kwargs`` or greedily.
+    ``rollout.val_kwargs`` or greedily. A sample stopped at the length limit has no answer, as in
+    training (BR-13/BR-28), and counts as wrong.
 
     Raises:
         cpmobius.grading.GradingError: when every answer of the pass failed to grade.
@@ -112,15 +121,19 @@ def measure_accuracy(
     k = settings.samples_per_problem
     player.activate()
     batch = player.generate([player_prompt(p, system_prompt, answer_instruction) for p in val_set.problems], n=k, validate=True, greedy=settings.greedy)
-    texts, _ = player.decode_responses(batch)
+    texts, truncated = player.decode_responses(batch)
+    # CPMöbius: a truncated sample has no answer, as in the vote (BR-13/BR-28): the text cut at the
+    # length limit may hold an earlier, retracted \boxed{} that the grader would otherwise read.
+    responses = [None if cut else text for text, cut in zip(texts, truncated)]
     golds = [answer for answer in val_set.answers for _ in range(k)]
-    grades = grade_batch(golds, texts)
+    grades = grade_batch(golds, responses)
     check_batch(grades.results, context=f"validation on {val_set.name}")
     scores = [float(r.correct) for r in grades.results]
     per_problem = [sum(scores[i * k : (i + 1) * k]) / k for i in range(len(val_set))]
     tokens = int(batch.batch["response_mask"].sum())
     sampling = dict(getattr(batch, "meta_info", {}).get("sampling", {}))
-    return ValidationResult(sum(per_problem) / len(per_problem), per_problem, dict(grades.counts), tokens, sampling)
+    return ValidationResult(sum(per_problem) / len(per_problem), per_problem, dict(grades.counts), tokens, sampling,
+                            truncated=sum(bool(cut) for cut in truncated))
 
 
 class DeltaTracker:

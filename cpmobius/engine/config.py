@@ -6,11 +6,17 @@ delta per policy (``coach.verl``, ``player.verl``) shaped like ``actor_rollout_r
 full verl config is the base with its delta merged over ``actor_rollout_ref`` (`policy_config`),
 because verl's actor/rollout nodes interpolate absolute paths (``actor_rollout_ref.rollout.n``): a
 grafted second copy of them would silently read the other policy's values.
+
+Checked before Ray or any worker starts (`validate_run_config`, `validate_policy_config`): the run's
+own ``trainer``/``data`` keys (a step count, a logger, a length that only fails or misbehaves
+inside ``fit``), verl's dataclasses per policy, and that each policy's prompt + response budget fits
+its model's context (BR-31; read from the model folder's ``config.json`` when it is there).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -81,16 +87,147 @@ def policy_config(cfg: DictConfig, name: str) -> DictConfig:
     return full
 
 
+def _require_int(cfg: DictConfig, key: str, low: int, allowed: tuple[int, ...] = (), what: str = "") -> None:
+    """``key`` (``section.leaf``) must be an int >= ``low`` or one of ``allowed``; an absent key passes."""
+    section, leaf = key.split(".")
+    if section not in cfg or leaf not in cfg[section]:
+        return
+    value = cfg[section][leaf]
+    if isinstance(value, bool) or not isinstance(value, int) or (value < low and value not in allowed):
+        raise ConfigError(f"{key}: {what or f'must be an integer >= {low}'}, got {value!r}")
+
+
+def validate_run_config(cfg: DictConfig) -> None:
+    """Check the run's own ``trainer`` and ``data`` keys, which verl's dataclasses do not cover.
+
+    Each of these used to fail (``int("abc")``, an unknown logger) or misbehave (0 steps run, exit
+    0) only inside ``fit``, after Ray and both policies had started. A section absent from ``cfg``
+    is skipped (tests build partial configs).
+
+    Raises:
+        ConfigError: naming the first bad key.
+    """
+    if "trainer" in cfg:
+        trainer = cfg.trainer
+        # CPMöbius: the loop has no dataloader to derive a step count from (verl's null), and runs
+        # exactly this many steps; 0 or fewer would run none and exit 0 (BR-32).
+        _require_int(cfg, "trainer.total_training_steps", 1, what="must be a whole number of steps >= 1")
+        # verl's convention: a positive k saves every k steps, -1 (its default) or 0 never; the loop
+        # always saves the last step.
+        _require_int(cfg, "trainer.save_freq", 1, allowed=(-1, 0),
+                     what="must be >= 1 (every k steps), or -1 or 0 (the last step only)")
+        for key in ("trainer.nnodes", "trainer.n_gpus_per_node"):
+            _require_int(cfg, key, 1)
+        if trainer.get("max_actor_ckpt_to_keep") is not None:
+            _require_int(cfg, "trainer.max_actor_ckpt_to_keep", 1, what="must be >= 1 or null (keep all)")
+        if "logger" in trainer:
+            from verl.utils.tracking import Tracking  # only here: importing verl takes seconds
+
+            logger = trainer.logger
+            if not OmegaConf.is_list(logger):
+                raise ConfigError(f"trainer.logger: must be a list, e.g. trainer.logger=[console,file], got {logger!r}")
+            for backend in logger:
+                if backend not in Tracking.supported_backend and backend != "tracking":  # verl's deprecated wandb alias
+                    raise ConfigError(f"trainer.logger: unknown backend {backend!r} (known: {Tracking.supported_backend})")
+        if "resume_mode" in trainer:
+            modes = ("auto", "disable", "resume_path")
+            if trainer.resume_mode not in modes:
+                raise ConfigError(f"trainer.resume_mode: must be one of {modes}, got {trainer.resume_mode!r}")
+            if trainer.resume_mode == "resume_path" and not trainer.get("resume_from_path"):
+                raise ConfigError("trainer.resume_from_path: needed with trainer.resume_mode=resume_path")
+    if "data" in cfg:
+        for key in ("data.max_prompt_length", "data.max_response_length"):
+            _require_int(cfg, key, 1, what="must be a positive number of tokens")
+
+
+def read_model_context(model_path: str, override_config: Optional[dict] = None) -> Optional[tuple[int, str]]:
+    """The context (prompt + response tokens) of the model at ``model_path``, and where it was read.
+
+    Read from ``{model_path}/config.json``, or for a hub id from the local Hugging Face cache (never
+    the network): ``max_position_embeddings`` (of ``text_config`` when nested), with
+    ``override_config`` (verl's ``model.override_config``) over it. A RoPE scaling factor multiplies
+    it as vLLM does (``yarn``: ``original_max_position_embeddings`` × factor; ``llama3``/``longrope``
+    state the scaled length already).
+
+    Returns:
+        ``(tokens, source)``, or None when no config is found (e.g. before ``models fetch``).
+    """
+    folder = Path(str(model_path)).expanduser()
+    source: Optional[Path] = folder / "config.json" if (folder / "config.json").is_file() else None
+    if source is None and not folder.exists():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(str(model_path), "config.json")
+            source = Path(cached) if isinstance(cached, str) else None
+        except Exception:  # not a valid repo id: nothing cached under that name
+            source = None
+    if source is None:
+        return None
+    try:
+        config = json.loads(source.read_text())
+    except (OSError, ValueError):
+        return None
+    if "max_position_embeddings" not in config and isinstance(config.get("text_config"), dict):
+        config = config["text_config"]
+    config = {**config, **dict(override_config or {})}
+    context = config.get("max_position_embeddings")
+    if not isinstance(context, int) or context < 1:
+        return None
+    rope = config.get("rope_scaling") or {}
+    rope_type = rope.get("rope_type", rope.get("type"))
+    if rope.get("factor") and rope_type not in ("su", "longrope", "llama3"):
+        base = rope.get("original_max_position_embeddings", context) if rope_type == "yarn" else context
+        context = int(base * float(rope["factor"]))
+    return context, str(source)
+
+
+def check_context_fits(pcfg: DictConfig, name: str = "") -> None:
+    """The policy's prompt + response budget (and the Coach warm-up's length) must fit its model's context.
+
+    The context is the model's ``config.json`` (`read_model_context`); before the folder exists
+    (a hub id not yet downloaded, a preset not yet fetched) it is ``model.context_tokens`` when the
+    model group states one, else the check is skipped.
+
+    Raises:
+        ConfigError: naming the length keys, their sum and the model's context (BR-31).
+    """
+    arr = pcfg.actor_rollout_ref
+    override = OmegaConf.to_container(arr.model.get("override_config") or {}, resolve=True)
+    found = read_model_context(str(arr.model.path), override)
+    stated = pcfg.get("model", {}).get("context_tokens") if "model" in pcfg else None
+    if found is None and stated is not None:
+        found = (int(stated), "model.context_tokens")
+    if found is None:
+        return
+    context, source = found
+    prefix = f"{name}.verl" if name else "actor_rollout_ref"
+    prompt, response = int(arr.rollout.prompt_length), int(arr.rollout.response_length)
+    if prompt + response > context:
+        raise ConfigError(
+            f"data.max_prompt_length + {prefix}.rollout.response_length (data.max_response_length unless set per "
+            f"policy): {prompt} + {response} = {prompt + response} tokens exceed the context of the {name or 'policy'}'s "
+            f"model, {context} tokens ({source}); lower them, or extend RoPE in "
+            "actor_rollout_ref.model.override_config.rope_scaling"
+        )
+    warmup = pcfg.get("warmup")
+    if name == "coach" and warmup is not None and warmup.get("enabled") and int(warmup.max_length) > context:
+        raise ConfigError(f"warmup.max_length: {warmup.max_length} tokens exceed the Coach model's context, {context} tokens ({source})")
+
+
 def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
     """Build verl's dataclasses for the policy's actor, reference and rollout (their checks run).
 
-    Also checks what verl only checks inside a worker: micro-batch sizes when dynamic batch size
-    is off, and that the rollout's parallel sizes divide the policy's device count.
+    Also checks the run's ``trainer``/``data`` keys (`validate_run_config`), and what verl only
+    checks inside a worker: micro-batch sizes when dynamic batch size is off, positive prompt and
+    response lengths, and that the rollout's parallel sizes divide the policy's device count.
 
     Raises:
         ConfigError: naming the key and, through the chained cause, verl's own message.
     """
     from verl.utils.config import omega_conf_to_dataclass
+
+    validate_run_config(pcfg)
 
     prefix = f"{name}.verl" if name else "actor_rollout_ref"
     arr = pcfg.actor_rollout_ref
@@ -107,6 +244,10 @@ def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
         ):
             if value is None or int(value) < 1:
                 raise ConfigError(f"{prefix}.{key}: must be a positive integer when use_dynamic_bsz is false")
+    for key in ("prompt_length", "response_length"):
+        value = arr.rollout[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{prefix}.rollout.{key}: must be a positive number of tokens, got {value!r}")
     devices = int(pcfg.trainer.n_gpus_per_node) * int(pcfg.trainer.nnodes)
     rollout_world = (
         int(arr.rollout.tensor_model_parallel_size)
@@ -129,10 +270,16 @@ def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
 
 
 def build_policy_configs(cfg: DictConfig) -> dict[str, DictConfig]:
-    """`policy_config` for the Coach and the Player, each validated (`validate_policy_config`)."""
+    """`policy_config` for the Coach and the Player, each validated (`validate_policy_config`) and
+    checked against its model's context (`check_context_fits`).
+
+    Raises:
+        ConfigError: naming the first bad key.
+    """
     configs = {name: policy_config(cfg, name) for name in POLICY_NAMES}
     for name, pcfg in configs.items():
         validate_policy_config(pcfg, name)
+        check_context_fits(pcfg, name)
     return configs
 
 
