@@ -39,6 +39,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -168,15 +169,21 @@ def format_off_levels(results: dict[str, list[dict[str, float]]]) -> str:
         for variant, rows in results.items() if rows)
 
 
-def main() -> None:
+def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (each uses about one core)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "bench_toy_learning")
     parser.add_argument("--report-only", action="store_true", help="print the table of finished runs, run nothing")
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (e.g. trainer.total_training_steps=10)")
-    args = parser.parse_args()
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (e.g. trainer.total_training_steps=10), "
+                        "before or after the options")
+    argv = sys.argv[1:] if argv is None else argv
+    # A Hydra override (key=value) may follow a list option (`--variants full filter.band_low=0.1`), where
+    # argparse alone would read it as a variant or a seed.
+    overrides = [arg for arg in argv if "=" in arg and not arg.startswith("-")]
+    args = parser.parse_args([arg for arg in argv if arg not in overrides])
+    args.overrides = overrides
 
     if not args.report_only:
         for seed in args.seeds:

@@ -1,9 +1,10 @@
 """A finished (or interrupted) run as Markdown: the step table, the Coach's rejections, sample problems.
 
 ``python -m cpmobius.run_report RUN_DIR [--problems 8] [--out FILE]`` reads what every run writes under
-``trainer.default_local_dir``: ``metrics.jsonl`` (verl's file logger, one ``{"step", "data"}`` row per
-step; step 0 is the validation before training) and ``problems/step_*.jsonl`` (the problem archive,
-one row per Coach candidate). The README's tables of a run are this output, pasted, never typed.
+``trainer.default_local_dir``: ``metrics.jsonl`` and, after a resume, the earlier launches'
+``metrics.<k>.jsonl`` (verl's file logger, one ``{"step", "data"}`` row per step; step 0 is the
+validation before training) and ``problems/step_*.jsonl`` (the problem archive, one row per Coach
+candidate). The README's tables of a run are this output, pasted, never typed.
 """
 
 from __future__ import annotations
@@ -20,20 +21,18 @@ STAGES = (("coach", "coach"), ("difficulty_filter", "filter"), ("player_update",
 
 
 def read_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
-    """``{step: metrics}`` from ``metrics.jsonl``; a step logged twice (a resumed run) keeps its last row.
+    """``{step: metrics}`` in step order, from every launch of the run: ``metrics.<k>.jsonl`` of earlier
+    launches (a resumed run), then ``metrics.jsonl`` (`cpmobius.plots.read_run_metrics`); a step logged
+    twice keeps its last row.
 
     Raises:
-        FileNotFoundError: no ``metrics.jsonl`` in ``run_dir``.
+        FileNotFoundError: ``run_dir`` holds no metrics file.
     """
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: is {run_dir} a run folder (trainer.default_local_dir)?")
-    steps: dict[int, dict[str, float]] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            steps.setdefault(int(row["step"]), {}).update(row["data"])
-    return dict(sorted(steps.items()))
+    from cpmobius.plots import read_run_metrics
+
+    if not (run_dir / "metrics.jsonl").is_file() and not any(run_dir.glob("metrics.*.jsonl")):
+        raise FileNotFoundError(f"{run_dir / 'metrics.jsonl'} does not exist: is {run_dir} a run folder (trainer.default_local_dir)?")
+    return dict(sorted(read_run_metrics(run_dir).items()))
 
 
 def read_archive(run_dir: Path) -> list[dict[str, Any]]:

@@ -44,3 +44,14 @@ def test_cli_writes_the_file_and_a_missing_run_is_one_line_exit_2(tmp_path, caps
     assert (tmp_path / "r.md").read_text() == run_report.render(tmp_path)
     assert run_report.main([str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_resumed_run_reports_the_steps_of_its_earlier_launches(tmp_path):
+    # main.py moves a launch's metrics.jsonl to metrics.<k>.jsonl before the resumed launch logs its own.
+    write_run(tmp_path)
+    (tmp_path / "metrics.jsonl").rename(tmp_path / "metrics.1.jsonl")
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 2, "data": {"val/accuracy": 0.625}}) + "\n")
+    steps = run_report.read_metrics(tmp_path)
+    assert list(steps) == [0, 1, 2] and steps[1]["val/accuracy"] == 0.375 and steps[2]["val/accuracy"] == 0.625
+    rows = [line.split(" | ")[1] for line in run_report.render(tmp_path).splitlines() if line[:4] in ("| 0 ", "| 1 ", "| 2 ")]
+    assert rows[:3] == ["0.250", "0.375", "0.625"]

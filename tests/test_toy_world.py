@@ -24,6 +24,19 @@ from cpmobius.toy import world as tw
 INSTRUCTION = CoachSettings().instruction
 
 
+
+@pytest.mark.parametrize("argv", [
+    ["--variants", "full", "filter.band_low=0.1", "--seeds", "7"],  # the README's order: overrides after a list option
+    ["filter.band_low=0.1", "--seeds", "7", "--variants", "full"],
+])
+def test_benchmark_passes_overrides_given_anywhere_to_every_run(tmp_path, load_script, monkeypatch, argv):
+    bench = load_script("benchmarks/bench_toy_learning.py")
+    calls = []
+    monkeypatch.setattr(bench, "prepare_seed", lambda seed, extra: calls.append(("prepare", seed, extra)))
+    monkeypatch.setattr(bench, "run_one", lambda out, variant, seed, extra: calls.append((variant, seed, extra)) or (out, 0.0))
+    bench.main([*argv, "--out", str(tmp_path)])
+    assert calls == [("prepare", 7, ["filter.band_low=0.1"]), ("full", 7, ["filter.band_low=0.1"])]
+
 @pytest.mark.parametrize("difficulty", range(tw.LEVELS))
 def test_problems_of_each_difficulty_are_solved_by_the_ground_truth(difficulty):
     rng = random.Random(difficulty)
