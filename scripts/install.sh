@@ -5,8 +5,9 @@
 #   bash scripts/install.sh gpu        # GPU cluster: verl[vllm]==0.9.1 (vLLM 0.24, torch 2.11 + CUDA 13)
 #
 # On a CPU machine torch is installed first and pinned for everything after it, so that no other
-# package pulls a multi-GB CUDA build. TORCH_SPEC and TORCH_INDEX_URL change which torch that is
-# (e.g. TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu for PyTorch's own CPU wheels).
+# package pulls a multi-GB CUDA build; where PyPI's torch would be the CUDA build (plain Linux), the
+# CPU build comes from https://download.pytorch.org/whl/cpu. TORCH_SPEC and TORCH_INDEX_URL choose
+# another torch or index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-cpu}"
@@ -20,7 +21,16 @@ fi
 # torch's version is read from its metadata, never by importing it: numpy is not installed yet, and
 # `import torch` without it warns "Failed to initialize NumPy".
 if ! python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"; then
-  python -m pip install "${TORCH_SPEC:-torch==2.13.0}" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
+  torch_spec="${TORCH_SPEC:-torch==2.13.0}"
+  torch_index="${TORCH_INDEX_URL:-}"
+  # On Linux, PyPI's torch is the CUDA build (several GB of nvidia-* wheels): ask pip what it would
+  # install, and take PyTorch's CPU wheels instead when that holds CUDA libraries.
+  if [ -z "$torch_index" ] && python -m pip install --dry-run --quiet --report - "$torch_spec" 2>/dev/null \
+      | python -c "import json, sys; sys.exit(not any(p['metadata']['name'].startswith('nvidia-') for p in json.load(sys.stdin)['install']))"; then
+    torch_index=https://download.pytorch.org/whl/cpu
+    echo "PyPI serves a CUDA build of $torch_spec here: installing PyTorch's CPU build from $torch_index"
+  fi
+  python -m pip install "$torch_spec" ${torch_index:+--index-url "$torch_index"}
 fi
 constraints="$(mktemp)"
 trap 'rm -f "$constraints"' EXIT
