@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 import hydra
 from omegaconf import DictConfig
 
-from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME, apply_env_to_driver, build_policy_configs, ray_init_kwargs
+from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME, apply_env_to_driver, build_policy_configs
 from cpmobius.settings import load_settings
 
 TABLE_COLUMNS = (
@@ -150,9 +150,8 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
 
     Raises:
         ConfigError: for any bad value, before Ray or a worker starts.
+        RayStartError: Ray did not start (`cpmobius.engine.sharing.start_ray`).
     """
-    import ray
-
     from cpmobius.validation import load_validation_set
 
     settings = settings if settings is not None else load_settings(cfg)
@@ -185,15 +184,11 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
         apply_env_to_driver(cfg)
         import cpmobius.engine.extensions  # noqa: F401  (platform and rollout registered in the driver too)
         from cpmobius.engine.policy import Policy
-        from cpmobius.engine.sharing import EngineGuard, make_resource_pool, start_policies
+        from cpmobius.engine.sharing import EngineGuard, make_resource_pool, start_policies, start_ray
         from cpmobius.engine.quiet import quiet_driver
 
         quiet_driver()
-        if not ray.is_initialized():
-            ours = signal.getsignal(signal.SIGTERM) is _raise_terminated
-            ray.init(**ray_init_kwargs(cfg))
-            if ours:  # ray.init replaced it (its driver exits or aborts with a stack dump): SIGTERM stops the run as Ctrl-C does
-                signal.signal(signal.SIGTERM, _raise_terminated)
+        start_ray(cfg)  # keeps our SIGTERM handler (ray.init replaces it): SIGTERM stops the run as Ctrl-C does
         pool, guard = make_resource_pool(cfg), EngineGuard()
         player = Policy("player", configs["player"], pool, guard)
         if warmup is not None and warmup.running:
@@ -322,8 +317,9 @@ def stop_after_interrupt(cfg: DictConfig, loop: Any, interrupt: BaseException) -
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name=CONFIG_NAME, version_base=None)
 def main(cfg: DictConfig) -> None:
-    """Hydra's task: `run`; a `ConfigError` is one line, exit 2."""
+    """Hydra's task: `run`; a `ConfigError` is one line, exit 2; a `RayStartError` one line, exit 1."""
     from cpmobius.engine.config import ConfigError
+    from cpmobius.engine.sharing import RayStartError
 
     _restore_hydra_full_error()
     try:
@@ -331,6 +327,9 @@ def main(cfg: DictConfig) -> None:
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
+    except RayStartError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
 
 
 def print_validated_config(argv: list[str]) -> int:

@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 STAGES = (("coach", "coach"), ("difficulty_filter", "filter"), ("player_update", "update"), ("validation", "val"),
           ("coach_update", "c_upd"), ("step", "step"))
+GPU_MEMORY_KEY = "player/actor/perf/max_memory_allocated_gb"  # verl's peak of the Player update
 
 
 def read_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
@@ -50,9 +51,11 @@ def _fmt(value: Optional[float], spec: str) -> str:
 def step_table(steps: dict[int, dict[str, float]]) -> str:
     """One row per step: validation accuracy, Δt (points), kept/quota, attempts, Coach validity and its
     most frequent rejection, pass rate of the kept groups, pseudo-label accuracy where known, seconds per
-    stage and the Player update's peak GPU memory (GiB)."""
+    stage and the Player update's peak GPU memory (GiB; the column is left out when no step used a GPU:
+    verl logs 0 on the CPU)."""
+    gpu = any(m.get(GPU_MEMORY_KEY) for m in steps.values())
     head = ["step", "val acc", "Δt (pts)", "kept", "attempts", "Coach valid", "top rejection", "kept pass rate",
-            "label ok", *[f"{short} s" for _, short in STAGES], "GPU GiB"]
+            "label ok", *[f"{short} s" for _, short in STAGES], *(["GPU GiB"] if gpu else [])]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for step, m in steps.items():
         rejections = Counter({k.split("/", 2)[2]: v for k, v in m.items() if k.startswith("coach/rejected/") and v})
@@ -63,7 +66,7 @@ def step_table(steps: dict[int, dict[str, float]]) -> str:
                  _fmt(m.get("filter/attempts"), ".0f"), _fmt(m.get("coach/valid_frac"), ".2f"), top,
                  _fmt(m.get("filter/kept_pass_rate_mean"), ".2f"), _fmt(m.get("pseudo_label/kept_accuracy"), ".2f"),
                  *[_fmt(m.get(f"timing_s/{stage}"), ".1f") for stage, _ in STAGES],
-                 _fmt(m.get("player/actor/perf/max_memory_allocated_gb"), ".1f")]
+                 *([_fmt(m.get(GPU_MEMORY_KEY), ".1f")] if gpu else [])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -80,7 +80,8 @@ def test_greedy_run_records_and_reports_the_values_used(tmp_path, recorded, caps
             f'answer format auto (appended: "{BOXED_INSTRUCTION}").')
     assert line in (out / "tiny-player" / "results.md").read_text()
     assert f"tiny-player: {line}" in (out / "results.md").read_text()
-    capsys.readouterr()
+    printed = capsys.readouterr().out
+    assert printed.count(line) == 1 and f"tiny-player: {line}" in printed  # one model: its table is printed once
     # scoring the same completions again states the same values
     assert main(["--completions", str(out / "tiny-player" / "completions.jsonl"), "--bootstrap", "10"]) == 0
     assert line in capsys.readouterr().out

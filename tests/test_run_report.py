@@ -55,3 +55,15 @@ def test_a_resumed_run_reports_the_steps_of_its_earlier_launches(tmp_path):
     assert list(steps) == [0, 1, 2] and steps[1]["val/accuracy"] == 0.375 and steps[2]["val/accuracy"] == 0.625
     rows = [line.split(" | ")[1] for line in run_report.render(tmp_path).splitlines() if line[:4] in ("| 0 ", "| 1 ", "| 2 ")]
     assert rows[:3] == ["0.250", "0.375", "0.625"]
+
+
+def test_the_gpu_memory_column_appears_only_when_a_step_used_a_gpu(tmp_path):
+    write_run(tmp_path)
+    assert "GPU GiB" not in run_report.render(tmp_path)  # none logged
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 2, "data": {"player/actor/perf/max_memory_allocated_gb": 0.0}}) + "\n")
+    assert "GPU GiB" not in run_report.render(tmp_path)  # verl's 0 on the CPU
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 3, "data": {"player/actor/perf/max_memory_allocated_gb": 12.34}}) + "\n")
+    table = run_report.step_table(run_report.read_metrics(tmp_path))
+    assert table.splitlines()[0].endswith("| GPU GiB |") and table.splitlines()[-1].endswith("| 12.3 |")

@@ -2,17 +2,48 @@
 
 `EngineGuard` keeps at most one policy's rollout engine awake: activating one puts the other to
 sleep first (verl's hybrid sleep discards weights, so activation always re-syncs them).
-`start_policies` starts policies so that their models build at once and their engines one by one.
+`start_policies` starts policies so that their models build at once and their engines one by one,
+after `start_ray`.
 """
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from omegaconf import DictConfig
 
 Policy = Any  # a `cpmobius.engine.policy.Policy` (which imports this module)
+
+
+class RayStartError(RuntimeError):
+    """Ray could not start on this machine; nothing has run."""
+
+
+def start_ray(cfg: DictConfig) -> None:
+    """`ray.init` with verl's runtime env (`config.ray_init_kwargs`), unless Ray is already up. The
+    caller's SIGTERM handler, which ``ray.init`` replaces, is put back.
+
+    Raises:
+        RayStartError: Ray's own start failed (e.g. its node did not come up in time on an overloaded
+            machine), with the first line of Ray's message; the driver prints it as one line, exit 1.
+    """
+    import ray
+
+    from cpmobius.engine.config import ray_init_kwargs
+
+    if ray.is_initialized():
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        ray.init(**ray_init_kwargs(cfg))
+    except Exception as error:
+        first_line = (str(error).strip().splitlines() or ["no message"])[0]
+        raise RayStartError(f"Ray did not start ({type(error).__name__}: {first_line}); nothing has run: "
+                            "run the same command again once the machine is less loaded") from error
+    if callable(handler):
+        signal.signal(signal.SIGTERM, handler)
 
 
 @dataclass

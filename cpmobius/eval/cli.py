@@ -397,7 +397,9 @@ def _generate(args: argparse.Namespace) -> str:
         result["generation"] = generation_of(out / label / "run.json")
         rows_paper = paper_rows_for(args.paper_model, model)
         paper_by_model[label] = rows_paper
-        print(write_results(result, out / label, label=label, paper_rows=rows_paper), end="")
+        table = write_results(result, out / label, label=label, paper_rows=rows_paper)
+        if len(args.model) > 1:  # each model's table as it finishes; the side-by-side one is returned (one model: the same table)
+            print(table, end="")
         per_model[label] = result
     return _write_comparison(per_model, merge_paper_rows(paper_by_model), out, args.bootstrap)
 
