@@ -195,7 +195,7 @@ def check_context_fits(pcfg: DictConfig, name: str = "") -> None:
     arr = pcfg.actor_rollout_ref
     override = OmegaConf.to_container(arr.model.get("override_config") or {}, resolve=True)
     found = read_model_context(str(arr.model.path), override)
-    stated = pcfg.get("model", {}).get("context_tokens") if "model" in pcfg else None
+    stated = (pcfg.get("model") or {}).get("context_tokens")
     if found is None and stated is not None:
         found = (int(stated), "model.context_tokens")
     if found is None:
