@@ -12,11 +12,14 @@ Layout under ``trainer.default_local_dir``::
 
 A checkpoint is written into ``.global_step_{N}.partial`` and renamed into place, and the tracker
 file is replaced atomically after that: a run killed mid-save leaves the previous checkpoint as the
-latest, never a half-written one (BR-32).
+latest, never a half-written one. A save that fails (a full disk) removes its partial copy and raises
+`CheckpointSaveError` with one line; the room a run needs is checked at start-up
+(`cpmobius.checkpoint_space`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -73,12 +76,16 @@ def save_checkpoint(
     partial = root / f".global_step_{step}.partial"
     if partial.exists():
         shutil.rmtree(partial)
-    partial.mkdir()
-    for name, policy in policies.items():
-        policy.save(str((partial / name).resolve()))
-    (partial / "loop_state.json").write_text(json.dumps(loop_state, indent=1))
-    torch.save(capture_rng(), partial / "rng.pt")
-    (partial / "config.yaml").write_text(OmegaConf.to_yaml(config, resolve=True))
+    try:
+        partial.mkdir()
+        for name, policy in policies.items():
+            policy.save(str((partial / name).resolve()))
+        (partial / "loop_state.json").write_text(json.dumps(loop_state, indent=1))
+        torch.save(capture_rng(), partial / "rng.pt")
+        (partial / "config.yaml").write_text(OmegaConf.to_yaml(config, resolve=True))
+    except Exception as error:  # a full disk, a lost mount, a worker's torch.save failing: nothing replaced
+        shutil.rmtree(partial, ignore_errors=True)  # frees the space the half-written copy took
+        raise CheckpointSaveError(describe_save_failure(root, step, error)) from error
     previous = root / f".global_step_{step}.previous"
     if final.exists():  # saving a step again: keep the old copy until the new one is in place
         if previous.exists():
@@ -91,6 +98,58 @@ def save_checkpoint(
     if keep is not None:
         prune_checkpoints(root, keep)
     return final
+
+
+class CheckpointSaveError(RuntimeError):
+    """Writing a checkpoint failed; the previous checkpoint is intact and still the latest."""
+
+
+def describe_save_failure(root: Path, step: int, error: BaseException) -> str:
+    """One line: what failed, the free space left, the checkpoint a rerun resumes from."""
+    tracker = root / TRACKER_FILE
+    latest = tracker.read_text().strip() if tracker.is_file() else None
+    resume = (f"the last complete checkpoint, step {latest}, is intact: make room (or move {root} to a larger "
+              "disk and point trainer.default_local_dir there) and run the same command to resume from it"
+              if latest is not None else "no earlier checkpoint exists: make room and run the same command to start again")
+    return (f"saving the checkpoint of step {step} in {root} failed ({describe_failure(error)}; "
+            f"{format_bytes(free_bytes(root))} free now); {resume}")
+
+
+def describe_full_disk(error: OSError, root: str | os.PathLike) -> Optional[str]:
+    """One line for a disk that filled up outside a checkpoint save (metrics, problem archive), or None
+    when ``error`` is not ENOSPC."""
+    if error.errno != errno.ENOSPC:
+        return None
+    where = f" writing {error.filename}" if error.filename else ""
+    return (f"the disk is full ({error.strerror}{where}); the last complete checkpoint in {root} is intact: "
+            "make room and run the same command to resume from it")
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes in decimal units, one decimal: ``format_bytes(42_660_000_000) == "42.7 GB"``."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def free_bytes(folder: str | Path) -> int:
+    """Free bytes on the disk that holds ``folder`` (or its nearest existing parent)."""
+    path = Path(folder).expanduser().absolute()
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def describe_failure(error: BaseException) -> str:
+    """The first line of what made a save fail, reached through Ray's task wrapper."""
+    cause = getattr(error, "cause", None)
+    lines = [line.strip() for line in str(cause or error).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(cause or error).__name__
+    # A task error's own text is Ray's traceback, whose last line is the error; a cause's first line is.
+    return f"{type(cause).__name__}: {lines[0]}" if cause is not None else lines[-1]
 
 
 def prune_checkpoints(root: str | os.PathLike, keep: int) -> list[int]:
@@ -129,6 +188,14 @@ def find_latest_checkpoint(root: str | os.PathLike) -> Optional[Path]:
     if not path.is_dir():
         raise FileNotFoundError(f"{tracker} names step {step} but {path} is missing")
     return path
+
+
+def resume_step(cfg: DictConfig) -> int:
+    """The step a run of ``cfg`` resumes from: its latest checkpoint's with ``trainer.resume_mode=auto``, else 0."""
+    if cfg.trainer.resume_mode != "auto":
+        return 0
+    latest = find_latest_checkpoint(cfg.trainer.default_local_dir)
+    return int(latest.name.rsplit("_", 1)[1]) if latest is not None else 0
 
 
 BEST_RECORD = "cpmobius_best.json"

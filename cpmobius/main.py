@@ -214,27 +214,23 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
                            difficulty_of=problem_difficulty if toy else None)
 
 
-def finished_step(cfg: DictConfig) -> int | None:
-    """The step of the checkpoint a resumed run would start from, when it already reached the last step."""
-    from cpmobius.checkpoint import find_latest_checkpoint
-
-    if cfg.trainer.resume_mode != "auto":
-        return None
-    latest = find_latest_checkpoint(cfg.trainer.default_local_dir)
-    step = int(latest.name.rsplit("_", 1)[1]) if latest is not None else None
-    return step if step is not None and step >= int(cfg.trainer.total_training_steps) else None
-
-
 def run(cfg: DictConfig) -> Any:
     """`build_loop`, then `fit`. Returns the final `LoopState` (None when there was nothing to do).
 
     Raises:
         ConfigError: for any bad value, before Ray or a worker starts.
+        GpuDriverError: the NVIDIA driver is too old for torch's CUDA build (`cpmobius.engine.gpu_driver`).
+        DiskSpaceError: the checkpoint folder's disk cannot hold the run (`cpmobius.checkpoint_space`).
+        CheckpointSaveError: a save failed; the previous checkpoint is intact.
         SystemExit: 130 after Ctrl-C, 143 after SIGTERM (`stop_after_interrupt`), with one line.
     """
+    from cpmobius.checkpoint import resume_step
+    from cpmobius.checkpoint_space import check_checkpoint_space, describe_plan
+    from cpmobius.engine.gpu_driver import check_this_machine
+
     settings = load_settings(cfg)
-    done = finished_step(cfg)
-    if done is not None:
+    done = resume_step(cfg)
+    if done >= int(cfg.trainer.total_training_steps):
         print(
             f"[cpmobius] {cfg.trainer.default_local_dir} is already at step {done} of "
             f"trainer.total_training_steps={cfg.trainer.total_training_steps}: nothing to run. Raise "
@@ -242,6 +238,8 @@ def run(cfg: DictConfig) -> Any:
             flush=True,
         )
         return None
+    check_this_machine(str(cfg.backend.platform))  # a too-old NVIDIA driver for torch's CUDA build: one line
+    print(describe_plan(check_checkpoint_space(cfg, build_policy_configs(cfg))), flush=True)  # before any model loads
     loop, state = None, None
     try:
         loop = build_loop(cfg, settings=settings)
@@ -317,18 +315,29 @@ def stop_after_interrupt(cfg: DictConfig, loop: Any, interrupt: BaseException) -
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name=CONFIG_NAME, version_base=None)
 def main(cfg: DictConfig) -> None:
-    """Hydra's task: `run`; a `ConfigError` is one line, exit 2; a `RayStartError` one line, exit 1."""
+    """Hydra's task: `run`. Each of these is one line: a `ConfigError` or too small a disk for the run's
+    checkpoints (`DiskSpaceError`), exit 2; an NVIDIA driver too old for torch's CUDA build, Ray not
+    starting, a failed checkpoint save or a full disk while writing metrics or the problem archive, exit 1."""
+    from cpmobius.checkpoint import CheckpointSaveError, describe_full_disk
+    from cpmobius.checkpoint_space import DiskSpaceError
     from cpmobius.engine.config import ConfigError
+    from cpmobius.engine.gpu_driver import GpuDriverError
     from cpmobius.engine.sharing import RayStartError
 
     _restore_hydra_full_error()
     try:
         run(cfg)
-    except ConfigError as error:
-        print(f"config error: {error}", file=sys.stderr)
+    except (ConfigError, DiskSpaceError) as error:  # nothing has started
+        print(f"{'config error' if isinstance(error, ConfigError) else 'error'}: {error}", file=sys.stderr)
         sys.exit(2)
-    except RayStartError as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (RayStartError, CheckpointSaveError, GpuDriverError, OSError) as error:
+        message = describe_full_disk(error, cfg.trainer.default_local_dir) if isinstance(error, OSError) else str(error)
+        if message is None:  # an OSError other than a full disk
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        import ray
+
+        ray.shutdown()  # a no-op when Ray is not up
         sys.exit(1)
 
 

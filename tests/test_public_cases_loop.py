@@ -496,10 +496,11 @@ def test_checkpoint_round_trip_restores_both_policies_and_rng(tmp_path):
 def test_kill_mid_save_keeps_the_previous_checkpoint(tmp_path):
     coach, player = FakePolicy(1.0), FakePolicy(2.0)
     save(tmp_path, 2, coach, player)
-    with pytest.raises(RuntimeError, match="killed"):
+    with pytest.raises(checkpoint.CheckpointSaveError, match="killed mid-save.*step 2, is intact"):
         save(tmp_path, 3, coach, FakePolicy(9.0, fail_on_save=True))
-    assert (tmp_path / ".global_step_3.partial").is_dir()  # stale partial left behind ...
-    assert checkpoint.find_latest_checkpoint(tmp_path) == tmp_path / "global_step_2"  # ... and ignored
+    assert not (tmp_path / ".global_step_3.partial").exists()  # a failed save removes its partial copy
+    (tmp_path / ".global_step_3.partial" / "coach").mkdir(parents=True)  # a SIGKILL leaves one behind ...
+    assert checkpoint.find_latest_checkpoint(tmp_path) == tmp_path / "global_step_2"  # ... and it is ignored
     save(tmp_path, 3, coach, FakePolicy(3.0))  # the retry replaces the stale partial
     assert checkpoint.find_latest_checkpoint(tmp_path) == tmp_path / "global_step_3"
     assert not (tmp_path / ".global_step_3.partial").exists()

@@ -68,19 +68,13 @@ def build_char_tokenizer() -> Any:
     return tokenizer
 
 
-def build_tiny_qwen2(tokenizer: Any, spec: dict[str, int] | None = None, seed: int = 0) -> Any:
-    """A random-initialised `Qwen2ForCausalLM` for ``tokenizer``.
-
-    Args:
-        tokenizer: gives the vocabulary size (unless ``spec`` sets ``vocab_size``) and special ids.
-        spec: `Qwen2Config` sizes; defaults to `TINY_SPEC` (about 30K parameters).
-        seed: torch seed for the initialisation, so the same spec and seed give the same weights.
-    """
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def tiny_qwen2_config(tokenizer: Any, spec: dict[str, int] | None = None) -> Any:
+    """The `Qwen2Config` `build_tiny_qwen2` builds its model from (sizes from ``spec``, default `TINY_SPEC`)."""
+    from transformers import Qwen2Config
 
     sizes = dict(TINY_SPEC if spec is None else spec)
     sizes.setdefault("vocab_size", len(tokenizer))
-    config = Qwen2Config(
+    return Qwen2Config(
         **sizes,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
@@ -89,6 +83,19 @@ def build_tiny_qwen2(tokenizer: Any, spec: dict[str, int] | None = None, seed: i
         pad_token_id=tokenizer.pad_token_id,
         torch_dtype="float32",
     )
+
+
+def build_tiny_qwen2(tokenizer: Any, spec: dict[str, int] | None = None, seed: int = 0) -> Any:
+    """A random-initialised `Qwen2ForCausalLM` for ``tokenizer``.
+
+    Args:
+        tokenizer: gives the vocabulary size (unless ``spec`` sets ``vocab_size``) and special ids.
+        spec: `Qwen2Config` sizes; defaults to `TINY_SPEC` (about 30K parameters).
+        seed: torch seed for the initialisation, so the same spec and seed give the same weights.
+    """
+    from transformers import Qwen2ForCausalLM
+
+    config = tiny_qwen2_config(tokenizer, spec)
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:

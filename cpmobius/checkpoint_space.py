@@ -1,0 +1,233 @@
+"""Checkpoint space, checked at start-up: the bytes of one checkpoint and the room a run needs.
+
+A checkpoint (`cpmobius.checkpoint`) holds, per policy, verl's actor shards: the weights in the actor's
+``fsdp_config.model_dtype``, the AdamW moments (two tensors per parameter, same dtype), the extra state
+(LR scheduler, RNG), the model's config and tokenizer files, and bf16 weights when
+``actor.checkpoint.save_contents`` asks for ``hf_model``. At the 1.5B shape in fp32 that is
+1.78 B × (4 + 8) bytes ≈ 21 GB per policy, ≈ 43 GB for both; a new checkpoint is written before an old
+one is deleted. A run whose disk cannot hold what it will write stops here, before any model loads,
+instead of dying in ``torch.save`` hours later.
+
+Sizes come from parameter counts (the model built on PyTorch's meta device from its ``config.json``:
+no weights are read) and dtypes, so the estimate holds for a folder that is not downloaded yet only
+when its config is there; for the toy world the config comes from ``model.tiny_spec``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from omegaconf import DictConfig
+
+from cpmobius.checkpoint import format_bytes, free_bytes, resume_step
+
+# Weight files are not copied into a checkpoint's ``huggingface/`` folder; every other file of the model
+# folder is (config, generation config, tokenizer).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".ckpt")
+DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+# torch.save's per-tensor records, the LR scheduler and RNG state, fsdp_config.json: measured on the toy
+# (2 ranks and 1): 50-60 KiB a rank and policy beyond the tensors' bytes.
+OVERHEAD_BYTES_PER_RANK = 64 * 1024
+# The tokenizer and config files of a toy model (its folder does not exist before pretraining).
+TOY_MODEL_FILES_BYTES = 16 * 1024
+
+
+class DiskSpaceError(RuntimeError):
+    """The checkpoint folder's disk cannot hold what the run will write; nothing has run."""
+
+
+@dataclass(frozen=True)
+class PolicyCheckpoint:
+    """The bytes one policy adds to a checkpoint.
+
+    Attributes:
+        name: "coach" or "player".
+        parameters: parameter count of the model.
+        weight_bytes: the actor's weight shards (parameters × bytes of ``model_dtype``).
+        optimizer_bytes: AdamW's two moments (2 × parameters × bytes of ``model_dtype``).
+        other_bytes: extra state, config and tokenizer files, bf16 HF weights when saved.
+    """
+
+    name: str
+    parameters: int
+    weight_bytes: int
+    optimizer_bytes: int
+    other_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.optimizer_bytes + self.other_bytes
+
+
+def count_parameters(model_path: str, tiny_spec: Optional[dict] = None) -> int:
+    """Parameters of the causal LM at ``model_path`` (or the toy model of ``tiny_spec``), read from its
+    config on PyTorch's meta device: no weights are loaded.
+
+    Raises:
+        FileNotFoundError: no ``config.json`` in ``model_path`` (and no ``tiny_spec``).
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if tiny_spec is not None:
+        from cpmobius.toy.tiny_models import build_char_tokenizer, tiny_qwen2_config
+
+        config = tiny_qwen2_config(build_char_tokenizer(), dict(tiny_spec))
+    else:
+        if not (Path(model_path).expanduser() / "config.json").is_file():
+            raise FileNotFoundError(f"no config.json in {model_path}")
+        config = AutoConfig.from_pretrained(str(Path(model_path).expanduser()))
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def _model_files_bytes(model_path: str) -> int:
+    folder = Path(model_path).expanduser()
+    if not folder.is_dir():
+        return TOY_MODEL_FILES_BYTES
+    return sum(f.stat().st_size for f in folder.iterdir() if f.is_file() and not f.name.endswith(WEIGHT_SUFFIXES))
+
+
+def policy_checkpoint_bytes(name: str, policy_cfg: DictConfig, world_size: int, tiny_spec: Optional[dict] = None) -> PolicyCheckpoint:
+    """What one policy's part of a checkpoint weighs, from its verl config (`build_policy_configs`).
+
+    Args:
+        name: "coach" or "player".
+        policy_cfg: the policy's full verl config (``actor_rollout_ref.model.path``, ``actor.fsdp_config``,
+            ``actor.checkpoint.save_contents``).
+        world_size: ranks of the policy's worker group (``nnodes × n_gpus_per_node``).
+        tiny_spec: ``model.tiny_spec`` for the toy world (its folders may not exist yet).
+    """
+    arr = policy_cfg.actor_rollout_ref
+    path = str(arr.model.path)
+    parameters = count_parameters(path, tiny_spec)
+    dtype_bytes = DTYPE_BYTES.get(str(arr.actor.fsdp_config.get("model_dtype") or "fp32"), 4)
+    contents = set(arr.actor.checkpoint.save_contents)
+    weights = parameters * dtype_bytes if "model" in contents else 0
+    optimizer = 2 * parameters * dtype_bytes if "optimizer" in contents else 0
+    other = world_size * OVERHEAD_BYTES_PER_RANK + _model_files_bytes(path)
+    if "hf_model" in contents:
+        other += parameters * 2
+    return PolicyCheckpoint(name, parameters, weights, optimizer, other)
+
+
+def saves_between(start: int, total: int, save_freq: int) -> int:
+    """Checkpoints a run writes from step ``start`` (exclusive) to ``total`` (inclusive): every
+    ``save_freq`` steps and after the last (`CoachPlayerLoop.fit`)."""
+    steps = range(start + 1, total + 1)
+    return sum(1 for s in steps if (save_freq > 0 and s % save_freq == 0) or s == total)
+
+
+def checkpoints_held(existing: int, saves: int, keep: Optional[int]) -> int:
+    """How many more checkpoints the disk must hold at the run's fullest moment.
+
+    A new checkpoint is written whole before older ones are pruned (`cpmobius.checkpoint.save_checkpoint`),
+    so keeping ``keep`` means ``keep + 1`` on disk while saving.
+
+    Args:
+        existing: ``global_step_*`` folders already in the checkpoint folder (a resumed run).
+        saves: checkpoints this run will write (`saves_between`).
+        keep: ``trainer.max_actor_ckpt_to_keep`` (None keeps all).
+    """
+    if saves == 0:
+        return 0
+    if keep is None:
+        return saves
+    return min(saves, max(keep + 1 - existing, 1))
+
+
+@dataclass(frozen=True)
+class SpacePlan:
+    """The room a run needs in ``trainer.default_local_dir`` and what it has."""
+
+    folder: str
+    policies: tuple[PolicyCheckpoint, ...]
+    checkpoints: int          # more checkpoints held at the fullest moment
+    extra: dict[str, int]     # bytes of the best-Player copies (rollback) and the Coach warm-up's output
+    free_bytes: int
+
+    @property
+    def extra_bytes(self) -> int:
+        return sum(self.extra.values())
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        return sum(p.total_bytes for p in self.policies) + 64 * 1024  # + loop state, RNG, config
+
+    @property
+    def needed_bytes(self) -> int:
+        return self.checkpoints * self.checkpoint_bytes + self.extra_bytes
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{p.name} {format_bytes(p.total_bytes)}" for p in self.policies)
+        return f"one checkpoint is {format_bytes(self.checkpoint_bytes)} ({parts})"
+
+
+def plan_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) -> SpacePlan:
+    """The room the run described by ``cfg`` needs for checkpoints, from its current state on disk.
+
+    Counts the checkpoints still to be written (``trainer.total_training_steps``, ``save_freq``, from
+    the latest one when resuming), how many are on disk at once (``max_actor_ckpt_to_keep`` + 1, or
+    all), the best-Player folder and its replacement when rollback is on, and the Coach warm-up's
+    checkpoint when it still has to run here.
+    """
+    trainer = cfg.trainer
+    root = Path(str(trainer.default_local_dir)).expanduser()
+    world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
+    tiny_spec = dict(cfg.model.tiny_spec) if cfg.model.get("name") == "tiny" else None
+    policies = tuple(policy_checkpoint_bytes(name, policy_cfgs[name], world_size, tiny_spec) for name in ("player", "coach"))
+    start = resume_step(cfg)
+    existing = len(list(root.glob("global_step_*"))) if root.is_dir() else 0
+    keep = trainer.get("max_actor_ckpt_to_keep")
+    saves = saves_between(start, int(trainer.total_training_steps), int(trainer.save_freq))
+    extra: dict[str, int] = {}
+    player, coach = policies
+    if cfg.player.rollback.enabled:
+        extra["the best Player"] = (1 if (root / "best_player").is_dir() else 2) * player.total_bytes
+    warmup_done = (root / "coach_warmup" / "latest_checkpointed_iteration.txt").is_file()
+    if cfg.warmup.enabled and not warmup_done:  # written here, then stored in warmup.cache_dir when that is set
+        extra["the Coach warm-up"] = coach.total_bytes + coach.parameters * 2  # its checkpoint, with bf16 HF weights
+    held = checkpoints_held(existing, saves, None if keep is None else int(keep))
+    return SpacePlan(str(root), policies, held, extra, free_bytes(root))
+
+
+def check_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) -> SpacePlan:
+    """Stop before any model loads when the checkpoint folder's disk is too small for the run.
+
+    Returns:
+        the `SpacePlan` when the room is there.
+
+    Raises:
+        DiskSpaceError: one line naming the sizes, the free space and the keys that change them.
+    """
+    plan = plan_checkpoint_space(cfg, policy_cfgs)
+    if plan.needed_bytes <= plan.free_bytes:
+        return plan
+    trainer = cfg.trainer
+    keep = trainer.get("max_actor_ckpt_to_keep")
+    held = f"{plan.checkpoints} of them" + (" (every checkpoint is kept: max_actor_ckpt_to_keep=null)" if keep is None
+                                            else f" (max_actor_ckpt_to_keep={keep}, plus the one being written)")
+    extra = "".join(f" + {format_bytes(size)} for {what}" for what, size in plan.extra.items())
+    keep_fits = math.floor((plan.free_bytes - plan.extra_bytes) / plan.checkpoint_bytes) - 1
+    if keep_fits < 1:
+        advice = "one checkpoint and the next being written do not fit here: point"
+    elif keep is None:
+        advice = (f"set trainer.max_actor_ckpt_to_keep={keep_fits} or less, raise trainer.save_freq "
+                  f"(now {trainer.save_freq}), or point")
+    else:
+        advice = f"lower trainer.max_actor_ckpt_to_keep to {keep_fits} or less, or point"
+    raise DiskSpaceError(
+        f"not enough disk for this run's checkpoints: {plan.describe()}; the run holds {held} = "
+        f"{format_bytes(plan.checkpoints * plan.checkpoint_bytes)}{extra}, but {plan.folder} has {format_bytes(plan.free_bytes)} free; "
+        f"{advice} trainer.default_local_dir at a disk with {format_bytes(plan.needed_bytes)} free"
+    )
+
+
+def describe_plan(plan: SpacePlan) -> str:
+    """One start-up line: checkpoint size, how many at once, free space."""
+    return (f"[cpmobius] checkpoints: {plan.describe()}; up to {plan.checkpoints} more at once "
+            f"({format_bytes(plan.needed_bytes)}); {format_bytes(plan.free_bytes)} free in {plan.folder}")
