@@ -95,7 +95,8 @@ def disk_usage(run_dir: Path) -> dict[str, float]:
 def object_store_mb() -> float | None:
     """Ray's object store in use, from ``ray memory --stats-only`` (None when it cannot be read)."""
     try:
-        out = subprocess.run(["ray", "memory", "--stats-only", "--address", "auto"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["ray", "memory", "--stats-only", "--address", "auto"], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "RAY_AUTH_MODE": "token"})  # the run's Ray asks for its token
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r"Plasma memory usage (\d+(?:\.\d+)?) MiB", out.stdout)

@@ -15,6 +15,12 @@ python -m pip install --upgrade pip >/dev/null
 
 if [ "$target" = gpu ]; then
   python -m pip install -e ".[gpu,test]"
+  # torch's CUDA build needs a recent enough NVIDIA driver (CUDA 13: 580+); say so now rather than at the first run.
+  python -c "from cpmobius.engine.gpu_driver import GpuDriverError, check_this_machine
+try:
+    check_this_machine('nvidia')
+except GpuDriverError as error:
+    print(f'warning: {error} (a run stops at start-up until then; docs/multinode.md)')"
   exit 0
 fi
 

@@ -83,13 +83,15 @@ def test_missing_policy_delta_is_a_clear_error():
         policy_config(cfg, "critic")
 
 
-def test_ray_init_carries_extensions_and_platform():
+def test_ray_init_carries_extensions_and_platform(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     cfg = compose_config()
     env = worker_env_vars(cfg)
     assert env["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.engine.extensions"
     assert env["VERL_PLATFORM"] == "cpu"
     kwargs = ray_init_kwargs(cfg)
     assert kwargs["num_gpus"] == 1  # logical GPUs for verl's resource pools on a CPU
+    assert kwargs["address"] == "local"  # never a cluster another process left running
     assert kwargs["runtime_env"]["env_vars"]["VERL_USE_EXTERNAL_MODULES"] == "cpmobius.engine.extensions"
     gpu = compose_config(["backend=vllm"])
     assert "VERL_PLATFORM" in worker_env_vars(gpu) and worker_env_vars(gpu)["VERL_PLATFORM"] == "nvidia"

@@ -319,7 +319,8 @@ def determinism_env_vars(cfg: DictConfig) -> dict[str, str]:
 def ray_init_kwargs(cfg: DictConfig) -> dict[str, Any]:
     """Arguments for `ray.init`, verl's runtime env plus ours (as verl's ``main_ppo.run_ppo`` does).
 
-    With ``RAY_ADDRESS`` set (``auto`` or ``host:port``) the driver joins that cluster.
+    With ``RAY_ADDRESS`` set (``auto`` or ``host:port``) the driver joins that cluster; without it, it starts
+    its own, whatever other cluster runs on the machine.
     """
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
@@ -332,6 +333,10 @@ def ray_init_kwargs(cfg: DictConfig) -> dict[str, Any]:
         # Join a running (multi-node) cluster: its resources are its own, not ours to declare.
         return {"address": address, "runtime_env": runtime_env}
     kwargs: dict[str, Any] = {
+        # Without RAY_ADDRESS, a cluster of our own: a plain ray.init() would join whichever cluster
+        # /tmp/ray/ray_current_cluster names (a `ray start` left running, another test's cluster) and then
+        # refuse our num_cpus/num_gpus.
+        "address": "local",
         "runtime_env": runtime_env,
         "include_dashboard": False,
         # Ray prestarts idle Python workers at start-up without the job's runtime env, so no actor of
