@@ -5,7 +5,9 @@
 - `row_divisor`, `pad_rows`: a batch padded with loss-free rows to what the workers and their
   micro-batches divide;
 - `worker_input`: a padded `DataProto` → the no-padding `TensorDict` verl's engine workers take;
-- `scalar`: one of verl's metric values (list, tensor, number) as a float.
+- `scalar`: one of verl's metric values (list, tensor, number) as a float;
+- `synthetic_rollouts`: a batch of random token rollouts of given lengths, laid out as `generate`
+  returns them (tests and benchmarks of the log-prob and update passes, no rollout engine needed).
 """
 
 from __future__ import annotations
@@ -78,9 +80,13 @@ def row_divisor(actor_rollout_ref: Any, world_size: int) -> int:
 
     Returns:
         ``world_size`` × the least common multiple of the actor's, rollout's and reference's
-        log-prob / update micro-batch sizes (1 when none is set).
+        log-prob / update micro-batch sizes (1 when none is set); ``world_size`` alone with
+        ``actor.use_dynamic_bsz`` (micro-batches are then cut by tokens, and a padding row would only
+        cost a forward and backward of a copied sequence).
     """
     arr = actor_rollout_ref
+    if arr.actor.get("use_dynamic_bsz", False):
+        return world_size
     sizes = [
         arr.actor.ppo_micro_batch_size_per_gpu,
         arr.rollout.log_prob_micro_batch_size_per_gpu,
@@ -140,3 +146,67 @@ def scalar(value: Any) -> float:
     if isinstance(value, torch.Tensor):
         return float(value.float().mean().item())
     return float(value)
+
+
+def synthetic_rollouts(
+    prompt_lengths: Sequence[int],
+    response_lengths: Sequence[int],
+    vocab_size: int,
+    prompt_width: int | None = None,
+    response_width: int | None = None,
+    pad_token_id: int = 0,
+    seed: int = 0,
+) -> Any:
+    """Random-token rollouts in the layout `Policy.generate` returns, for the log-prob and update passes.
+
+    Token ids are drawn uniformly from ``[1, vocab_size)`` (the model's output does not matter for
+    timing or for comparing two ways of computing the same pass); each row's prompt is left-padded
+    to ``prompt_width`` and its response right-padded to ``response_width``.
+
+    Args:
+        prompt_lengths: B prompt lengths, tokens, each >= 1.
+        response_lengths: B response lengths, tokens, each >= 1.
+        vocab_size: the model's vocabulary size.
+        prompt_width: columns of ``prompts`` (default: the longest prompt).
+        response_width: columns of ``responses`` (default: the longest response).
+        pad_token_id: the id written into padding.
+        seed: seed of the token draw.
+
+    Returns:
+        `DataProto` with ``prompts`` (B, P), ``responses`` / ``response_mask`` (B, R), ``input_ids``,
+        ``attention_mask``, ``position_ids`` (B, P + R) (positions count from 0 at each row's first
+        prompt token, as verl's agent loop writes them) and a non-tensor ``uid`` (one per row).
+
+    Raises:
+        ValueError: for mismatched lists, a length < 1, or a length over its width.
+    """
+    from verl import DataProto
+
+    if len(prompt_lengths) != len(response_lengths) or not prompt_lengths:
+        raise ValueError("synthetic_rollouts: need as many prompt lengths as response lengths, at least one")
+    if min(prompt_lengths) < 1 or min(response_lengths) < 1:
+        raise ValueError("synthetic_rollouts: every prompt and response needs at least one token")
+    width_p = int(prompt_width or max(prompt_lengths))
+    width_r = int(response_width or max(response_lengths))
+    if max(prompt_lengths) > width_p or max(response_lengths) > width_r:
+        raise ValueError(f"synthetic_rollouts: lengths exceed the widths ({width_p} prompt, {width_r} response tokens)")
+    rows = len(prompt_lengths)
+    generator = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(1, vocab_size, (rows, width_p + width_r), generator=generator)
+    columns = torch.arange(width_p + width_r)
+    starts = width_p - torch.tensor([int(n) for n in prompt_lengths])
+    ends = width_p + torch.tensor([int(n) for n in response_lengths])
+    attention_mask = ((columns >= starts[:, None]) & (columns < ends[:, None])).long()  # (B, P + R)
+    input_ids = torch.where(attention_mask.bool(), tokens, torch.full_like(tokens, pad_token_id))
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return DataProto.from_dict(
+        tensors={
+            "prompts": input_ids[:, :width_p],
+            "responses": input_ids[:, width_p:],
+            "response_mask": attention_mask[:, width_p:],
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+        },
+        non_tensors={"uid": object_array([f"row{i}" for i in range(rows)])},
+    )
