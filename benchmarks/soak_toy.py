@@ -53,7 +53,11 @@ def process_kind(proc: psutil.Process, driver_pid: int) -> str:
     for marker, kind in KINDS.items():
         if f"ray::{marker}" in cmd or proc.name().startswith(f"ray::{marker}"):
             return kind
-    return "ray_other"  # GCS, raylet, idle Ray workers, log monitor, torchrun
+    if "gcs_server" in cmd:
+        return "gcs"
+    if " -c " in f" {cmd} " and "ray" not in cmd:
+        return "graders"  # the grader's isolated worker processes (cpmobius.grading.isolation)
+    return "ray_other"  # raylet, dashboard agent, idle Ray workers, verl's request balancers, torchrun
 
 
 def memory_by_kind(driver_pid: int) -> dict[str, float]:
@@ -136,14 +140,15 @@ def format_row(row: dict) -> str:
     mem, disk = row["memory_mb"], row["disk_mb"]
     store = "-" if row["object_store_mb"] is None else f"{row['object_store_mb']:.1f}"
     return (f"| {row['step']:>4} | {row['launch']} | {mem.get('driver', 0):>7.0f} | {mem.get('fsdp_workers', 0):>7.0f} | "
-            f"{mem.get('rollout_servers', 0):>7.0f} | {mem.get('agent_loop', 0):>6.0f} | {mem.get('ray_other', 0):>7.0f} | "
+            f"{mem.get('rollout_servers', 0):>7.0f} | {mem.get('agent_loop', 0):>6.0f} | {mem.get('gcs', 0):>5.0f} | "
+            f"{mem.get('ray_other', 0) + mem.get('graders', 0):>7.0f} | "
             f"{mem.get('total', 0):>7.0f} | {disk['checkpoints']:>8.1f} | {disk['metrics']:>6.2f} | {disk['problem_archive']:>6.2f} | "
             f"{disk['ray_logs']:>6.1f} | {row['disk_mb_per_step']:>6.2f} | {store:>6} | {row['step_s_mean']:>6.2f} |")
 
 
-HEADER = ("| step | launch | driver MB | FSDP workers MB | rollout servers MB | agent loop MB | Ray other MB | total MB | "
-          "checkpoints MB | metrics MB | archive MB | Ray logs MB | disk MB/step | object store MB | step s |\n"
-          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+HEADER = ("| step | launch | driver MB | FSDP workers MB | rollout servers MB | agent loop MB | Ray GCS MB | other MB | "
+          "total MB | checkpoints MB | metrics MB | archive MB | Ray logs MB | disk MB/step | object store MB | step s |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -98,9 +98,12 @@ def test_ray_init_carries_extensions_and_platform(monkeypatch):
     assert "num_gpus" not in ray_init_kwargs(gpu)
 
 
-def test_determinism_variables_reach_every_ray_worker():
+def test_determinism_variables_reach_every_ray_worker(monkeypatch):
     # verl's main_ppo sets these before ray.init when a rollout asks for full determinism; its
-    # runtime env alone would forward "0" for them.
+    # runtime env alone would forward "0" for them (or the driver's own value: an earlier in-process
+    # run's `apply_env_to_driver` must not decide this test).
+    for key in ("VERL_FULL_DETERMINISM", "VLLM_BATCH_INVARIANT", "PYTHONHASHSEED"):
+        monkeypatch.delenv(key, raising=False)
     cpu = ray_init_kwargs(compose_config())["runtime_env"]["env_vars"]  # backend=cpu: full_determinism on
     assert cpu["VERL_FULL_DETERMINISM"] == "1" and cpu["PYTHONHASHSEED"].isdigit()
     assert cpu.get("VLLM_BATCH_INVARIANT", "0") == "0"  # an HF rollout: no vLLM kernels to switch
