@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpmobius.engine.gpu_driver import GpuDriverError, check_gpu_driver, check_this_machine, driver_version
+from cpmobius.engine.gpu_driver import GpuDriverError, check_gpu_driver, check_this_machine, driver_version, parse_proc_version
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,16 @@ def test_the_cpu_platform_checks_nothing_and_this_machine_reads_cleanly():
     check_this_machine("cpu")
     found = driver_version()  # None here (no NVIDIA driver); a version string on a GPU machine
     assert found is None or found.split(".")[0].isdigit()
+
+
+@pytest.mark.parametrize(
+    "text, version",
+    [
+        # the open module, as an H200 machine printed it (driver 580.159.04)
+        ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n", "580.159.04"),
+        ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n", "535.104.05"),
+        ("something else entirely\n", None),
+    ],
+)
+def test_the_driver_version_is_read_from_both_module_forms(text, version):
+    assert parse_proc_version(text) == version

@@ -22,16 +22,23 @@ class GpuDriverError(RuntimeError):
     """The machine's NVIDIA driver is older than the CUDA build of torch needs; nothing has run."""
 
 
+def parse_proc_version(text: str) -> Optional[str]:
+    """The version in ``/proc/driver/nvidia/version``'s first line, for the proprietary module ("NVIDIA UNIX
+    x86_64 Kernel Module  535.104.05  ...") and the open one ("NVIDIA UNIX Open Kernel Module for x86_64
+    580.159.04  Release Build ..."); None when neither form is there."""
+    match = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    return match.group(1) if match else None
+
+
 def driver_version() -> Optional[str]:
     """The NVIDIA kernel driver's version (``"535.104.05"``), or None on a machine without one.
 
     Read from ``/proc/driver/nvidia/version``, else from ``nvidia-smi``; CUDA is never initialised.
     """
     proc = Path("/proc/driver/nvidia/version")
-    if proc.is_file():
-        match = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", proc.read_text())
-        if match:
-            return match.group(1)
+    found = parse_proc_version(proc.read_text()) if proc.is_file() else None
+    if found:
+        return found
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30)
