@@ -174,15 +174,6 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         time.sleep(2)
         step, times = steps_done(run_dir)
-        if not killed and kill_at and latest_checkpoint(run_dir) >= kill_at:
-            process.send_signal(signal.SIGTERM if args.kill_signal == "TERM" else signal.SIGKILL)
-            if args.kill_signal == "KILL":
-                for child in psutil.Process(process.pid).children(recursive=True):
-                    child.kill()
-            code = process.wait(timeout=300)
-            print(f"killed after step {latest_checkpoint(run_dir)} (SIG{args.kill_signal}, exit {code}); resuming", flush=True)
-            killed, launch, process = True, 2, start(command, log)
-            continue
         if step >= next_row and process.poll() is None or (process.poll() is not None and step > last_step and step >= args.steps):
             disk = disk_usage(run_dir)
             recent = times[last_step:step] if step > last_step else times[-1:]
@@ -200,13 +191,25 @@ def main(argv: list[str] | None = None) -> int:
             (args.out / "soak.json").write_text(json.dumps(rows, indent=1))
             last_disk, last_step = disk["run_dir"], step
             next_row = (step // args.every + 1) * args.every
+        if not killed and kill_at and latest_checkpoint(run_dir) >= kill_at:
+            children = psutil.Process(process.pid).children(recursive=True)  # before their parent is gone
+            process.send_signal(signal.SIGTERM if args.kill_signal == "TERM" else signal.SIGKILL)
+            if args.kill_signal == "KILL":  # nothing left to stop Ray and the workers: stop them as a crash would
+                for child in children:
+                    try:
+                        child.kill()
+                    except psutil.NoSuchProcess:
+                        pass
+            code = process.wait(timeout=300)
+            print(f"killed after step {latest_checkpoint(run_dir)} (SIG{args.kill_signal}, exit {code}); resuming", flush=True)
+            killed, launch, process = True, 2, start(command, log)
+            continue
         if process.poll() is not None:
             if step >= args.steps:
                 print(f"done: {step} steps in {time.time() - began:.0f} s; {md}", flush=True)
                 return 0
-            if not killed or process.returncode not in (0, None):
-                print(f"the run stopped at step {step} with exit {process.returncode}; see {log}", flush=True)
-                return 1
+            print(f"the run stopped at step {step} of {args.steps} with exit {process.returncode}; see {log}", flush=True)
+            return 1
 
 
 if __name__ == "__main__":
