@@ -67,7 +67,7 @@ def count_parameters(model_path: str, tiny_spec: Optional[dict] = None) -> int:
     config on PyTorch's meta device: no weights are loaded.
 
     Raises:
-        FileNotFoundError: no ``config.json`` in ``model_path`` (and no ``tiny_spec``).
+        OSError: no config to read (a folder without ``config.json``, a hub id with the hub out of reach).
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -76,10 +76,9 @@ def count_parameters(model_path: str, tiny_spec: Optional[dict] = None) -> int:
         from cpmobius.toy.tiny_models import build_char_tokenizer, tiny_qwen2_config
 
         config = tiny_qwen2_config(build_char_tokenizer(), dict(tiny_spec))
-    else:
-        if not (Path(model_path).expanduser() / "config.json").is_file():
-            raise FileNotFoundError(f"no config.json in {model_path}")
-        config = AutoConfig.from_pretrained(str(Path(model_path).expanduser()))
+    else:  # a local folder, or a hub id (only its config.json is fetched)
+        folder = Path(model_path).expanduser()
+        config = AutoConfig.from_pretrained(str(folder) if folder.is_dir() else model_path)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     return sum(p.numel() for p in model.parameters())
@@ -195,18 +194,23 @@ def plan_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) -
     return SpacePlan(str(root), policies, held, extra, free_bytes(root))
 
 
-def check_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) -> SpacePlan:
+def check_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) -> str:
     """Stop before any model loads when the checkpoint folder's disk is too small for the run.
 
     Returns:
-        the `SpacePlan` when the room is there.
+        the start-up line: the plan (`describe_plan`), or why it could not be made (a model whose config
+        cannot be read here; the run goes on, and verl names the model if it cannot load it either).
 
     Raises:
         DiskSpaceError: one line naming the sizes, the free space and the keys that change them.
     """
-    plan = plan_checkpoint_space(cfg, policy_cfgs)
+    try:
+        plan = plan_checkpoint_space(cfg, policy_cfgs)
+    except (OSError, ValueError) as error:
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return f"[cpmobius] checkpoint space not checked: a model's config could not be read ({first_line})"
     if plan.needed_bytes <= plan.free_bytes:
-        return plan
+        return describe_plan(plan)
     trainer = cfg.trainer
     keep = trainer.get("max_actor_ckpt_to_keep")
     held = f"{plan.checkpoints} of them" + (" (every checkpoint is kept: max_actor_ckpt_to_keep=null)" if keep is None

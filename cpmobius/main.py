@@ -225,7 +225,7 @@ def run(cfg: DictConfig) -> Any:
         SystemExit: 130 after Ctrl-C, 143 after SIGTERM (`stop_after_interrupt`), with one line.
     """
     from cpmobius.checkpoint import resume_step
-    from cpmobius.checkpoint_space import check_checkpoint_space, describe_plan
+    from cpmobius.checkpoint_space import check_checkpoint_space
     from cpmobius.engine.gpu_driver import check_this_machine
 
     settings = load_settings(cfg)
@@ -239,7 +239,7 @@ def run(cfg: DictConfig) -> Any:
         )
         return None
     check_this_machine(str(cfg.backend.platform))  # a too-old NVIDIA driver for torch's CUDA build: one line
-    print(describe_plan(check_checkpoint_space(cfg, build_policy_configs(cfg))), flush=True)  # before any model loads
+    print(check_checkpoint_space(cfg, build_policy_configs(cfg)), flush=True)  # before any model loads
     loop, state = None, None
     try:
         loop = build_loop(cfg, settings=settings)

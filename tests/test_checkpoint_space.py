@@ -102,7 +102,15 @@ def test_the_1p5b_checkpoint_and_the_disk_that_could_not_hold_it(tmp_path, monke
                    "do not fit here", "trainer.default_local_dir"):
         assert needle in message, needle
     monkeypatch.setattr("cpmobius.checkpoint_space.free_bytes", lambda folder: 90_000_000_000)
-    assert check_checkpoint_space(cfg, build_policy_configs(cfg)).needed_bytes < 90e9
+    assert check_checkpoint_space(cfg, build_policy_configs(cfg)).startswith("[cpmobius] checkpoints: one checkpoint is 42.7 GB")
+
+
+def test_a_model_config_out_of_reach_leaves_the_space_unchecked_and_the_run_going(tmp_path, monkeypatch):
+    """A hub id with the hub unreachable (the launch scripts accept hub ids): one line, no traceback."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = paper_shape_config(tmp_path, "model.player_path=nobody/no-such-model")
+    line = check_checkpoint_space(cfg, build_policy_configs(cfg))
+    assert line.startswith("[cpmobius] checkpoint space not checked: a model's config could not be read") and "\n" not in line
 
 
 def test_rollback_and_warmup_add_their_copies(tmp_path):
