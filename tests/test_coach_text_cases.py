@@ -1,5 +1,5 @@
-"""Coach-output validator, QA cases: answer leaks of every form (BR-40), linear time on long text,
-near-duplicates that reorder their facts or repeat an earlier attempt's problem (BR-37).
+"""Coach-output validator, QA cases: answer leaks of every form, linear time on long text,
+near-duplicates that reorder their facts or repeat an earlier attempt's problem.
 
 `cpmobius.coach.read_problem` / `find_problem_fault` / `mark_duplicates` / `propose_problems` and
 `cpmobius.coach_text.is_worked_solution`. Pure, CPU, fast.
@@ -22,7 +22,7 @@ def reason(text: str) -> str | None:
     return read_problem(text, False, CoachSettings()).reject_reason
 
 
-# ----------------------------------------------------------------------------- BR-40: the problem states its answer
+# ----------------------------------------------------------------------------- the problem states its answer
 
 # An answer label or a box, wherever it opens a line, a sentence or a bracket: "leaks_answer".
 LABELLED = [
@@ -155,7 +155,7 @@ def test_over_long_takes_no_precedence_over_truncated_or_refusal():
     assert read_problem(refusal, False, CoachSettings()).reject_reason == "refusal"
 
 
-# ----------------------------------------------------------------------------- BR-37: near-duplicates
+# ----------------------------------------------------------------------------- near-duplicates
 
 BAG = "A bag contains 5 red marbles and 3 blue marbles. Two marbles are drawn without replacement. What is the probability that both are red?"
 PARAPHRASES = [

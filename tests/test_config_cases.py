@@ -1,5 +1,5 @@
-"""QA cases: truncated samples in Δt validation (BR-13/BR-28), run keys checked before start-up (BR-32
-kind), prompt + response within the model's context (BR-31)."""
+"""QA cases: truncated samples in Δt validation, run keys checked before start-up, prompt + response
+within the model's context."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from cpmobius.validation import ValidationSet, measure_accuracy
 
 RETRACTED = "My first guess is \\boxed{5}. Let me recheck: 2 + 3 is not what was asked, so the answer is"
 
-# =========================================================================== Δt validation (BR-13/BR-28)
+# =========================================================================== Δt validation (truncated samples)
 
 
 class FakePlayer:
@@ -59,7 +59,7 @@ def test_validation_gives_a_truncated_sample_no_answer_br13(samples, accuracy, n
     assert result.truncated_frac == result.truncated / k
 
 
-# =========================================================================== run keys (BR-32 kind)
+# =========================================================================== run keys (no resume that skips work)
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_cfg_job_rejects_bad_run_keys(override, key, capsys):
     assert f"config error: {key}:" in capsys.readouterr().err
 
 
-# =========================================================================== model context (BR-31)
+# =========================================================================== model context
 
 
 def model_folder(tmp_path, name="m", **config):

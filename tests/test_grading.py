@@ -35,7 +35,7 @@ from cpmobius.grading.released import normalize_gold
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_EVAL = default_data_dir()
-SLOW_TOWER = r"\boxed{10^{(5^{5^{5^{5^{5}}}} \cdot \log_{10} 5) - 4}}"  # math-verify hangs on it (BR-05)
+SLOW_TOWER = r"\boxed{10^{(5^{5^{5^{5^{5}}}} \cdot \log_{10} 5) - 4}}"  # math-verify hangs on it
 # Pairs with Greek letters or bare-argument functions (\sin x) are never decided by the fast path:
 # the tests below use them to exercise math-verify in the worker pool.
 
@@ -64,7 +64,7 @@ def warm_pool():
         ("1024", r"\boxed{2^{10}}", "2^{10}", True),
         ("1/2", r"text \boxed{\frac{1}{2}", None, False),  # unbalanced at the end → no answer
     ],
-    ids=["BR-01-frac", "BR-01-sqrt", "BR-01-set", "BR-01-power", "BR-01-unbalanced"],
+    ids=["nested-frac", "nested-sqrt", "nested-set", "nested-power", "nested-unbalanced"],
 )
 def test_br01_nested_braces(label, response, extracted, correct):
     assert extract_answer(response) == extracted
@@ -217,7 +217,7 @@ def test_check_batch_counts_timeouts_and_accepts_no_answers():
         ("5", r"\boxed{9^{9^{9^{9}}}}", "timeout"),
         ("5", "1+1=2. " * 4300, "no_answer"),  # 30,100 characters without a box
     ],
-    ids=["BR-05-log-tower", "BR-05-tower", "BR-05-30k-no-box"],
+    ids=["hang-log-tower", "hang-tower", "hang-30k-no-box"],
 )
 @pytest.mark.parametrize("where", ["main", "thread"])
 def test_br05_hard_wall_clock_bound(label, response, status, where):
@@ -286,8 +286,8 @@ def test_br05_vote_clustering_is_bounded():
         ("11111111100", r"11,\! 111,\! 111,\! 100", True),
         ("32348", r"\$32,\!348", True),
     ],
-    ids=["BR-06-comma", "BR-06-brace-comma", "BR-06-thin-space", "BR-06-thin-space-not-0",
-         "BR-06-1500-vs-2000", "BR-06-list-not-fused", "BR-06-bad-grouping", "list-spacing", "MATH-comma-bang",
+    ids=["sep-comma", "sep-brace-comma", "sep-thin-space", "sep-thin-space-not-0",
+         "sep-1500-vs-2000", "sep-list-not-fused", "sep-bad-grouping", "list-spacing", "MATH-comma-bang",
          "MATH-comma-bang-space", "MATH-dollar"],
 )
 def test_br06_thousands_separators(label, response, equal):
@@ -336,8 +336,8 @@ def test_expressions_with_variables(gold, response, equal):
         ("5", r"x = 5 \text{ or } x = -5", False),
         ("y = 2x+3", "2x+3", True),
     ],
-    ids=["BR-08-different-lines", "BR-08-same-line", "BR-08-assignment-gold", "BR-08-assignment-pred",
-         "BR-08-two-solutions", "BR-08-equation-rhs"],
+    ids=["eq-different-lines", "eq-same-line", "eq-assignment-gold", "eq-assignment-pred",
+         "eq-two-solutions", "eq-equation-rhs"],
 )
 def test_br08_equations(gold, response, equal):
     assert grade(gold, boxed(response)).correct is equal
@@ -351,7 +351,7 @@ def test_br08_equations(gold, response, equal):
         ["28", r"28\%", "0.28"],
         [r"\sqrt{2}", "1.414214", "1.4142136", "1.41"],
     ],
-    ids=["BR-09-interval-inequality", "BR-09-interval-pair", "BR-09-percent", "decimals-near-sqrt2"],
+    ids=["sym-interval-inequality", "sym-interval-pair", "sym-percent", "decimals-near-sqrt2"],
 )
 def test_br09_vote_is_order_invariant(samples):
     base = majority_vote([boxed(s) for s in samples])
@@ -405,7 +405,7 @@ def test_vote_permutation_invariance_property(samples, rnd):
         ("E", r"\boxed{\text{(E)}}", True),
         ("e", r"\boxed{2.718282}", False),
     ],
-    ids=["BR-10-label-and-value", "BR-10-bare-letter", "BR-10-text-E-vs-e", "option-letter", "option-bold",
+    ids=["amc-label-and-value", "amc-bare-letter", "amc-text-E-vs-e", "option-letter", "option-bold",
          "option-vs-letter", "letter-never-euler"],
 )
 def test_br10_amc_letters(gold, response, correct):
@@ -435,8 +435,8 @@ def test_br10_amc_letters(gold, response, correct):
         ("5.4 \\text{ cents}", "5.4", True),
         (r"\arcsin{\frac{1}{1.3}}", r"\arcsin{\frac{10}{13}}", True),
     ],
-    ids=["BR-11-pct-28", "BR-11-pct-0.28", "BR-11-pct-half", "BR-11-deg-30", "BR-11-deg-rad", "BR-11-cm",
-         "BR-11-dollar", "BR-11-0.333", "BR-11-1.5708", "BR-11-6.283185", "BR-11-6.28", "six-places",
+    ids=["pct-28", "pct-0.28", "pct-half", "deg-30", "deg-rad", "unit-cm",
+         "unit-dollar", "prec-0.333", "prec-1.5708", "prec-6.283185", "prec-6.28", "six-places",
          "six-places-radical", "tiny-values-differ", "trailing-zero", "exact-decimal", "MATH-degrees",
          "MATH-cents", "written-decimal-is-exact"],
 )
@@ -473,7 +473,7 @@ def test_br14_no_answer_is_never_equal_nor_a_label():
         (r"e^{16} - 1", r"\boxed{-1 + exp(16)}", True),
         ("5", r"\boxed{sqrt(25)}", True),
     ],
-    ids=["BR-16-unboxed", "BR-16-pi-over-2", "BR-16-times-pi", "BR-16-exp", "code-sqrt"],
+    ids=["code-unboxed", "code-pi-over-2", "code-times-pi", "code-exp", "code-sqrt"],
 )
 def test_br16_code_style(gold, response, correct):
     assert grade(gold, response).correct is correct
@@ -513,11 +513,11 @@ def test_br19_tie_at_the_top_gives_no_label():
 
 
 # ---------------------------------------------------------------------------------------------
-# C./D. Filter band and truncation (the vote's side of BR-21 and BR-28)
+# C./D. Filter band and truncation (the vote's side of the filter band and truncated responses)
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("agree, kept", [(2, True), (8, True), (1, False), (9, False), (0, False), (10, False)],
-                         ids=["BR-21-2of10", "BR-21-8of10", "BR-21-1of10", "BR-21-9of10", "0of10", "10of10"])
+                         ids=["band-2of10", "band-8of10", "band-1of10", "band-9of10", "0of10", "10of10"])
 def test_br21_band_boundaries_without_float_drift(agree, kept):
     # n = 10: `agree` samples say 4, the others say distinct wrong answers (a unique majority if agree >= 2)
     responses = [boxed("4")] * agree + [boxed(str(100 + i)) for i in range(10 - agree)]
@@ -540,13 +540,13 @@ def test_br28_truncated_responses_never_vote():
 
 
 # ---------------------------------------------------------------------------------------------
-# E. Evaluation harness: released quirks (BR-36) and our prefix-only extraction
+# E. Evaluation harness: released quirks (str.strip with a phrase) and our prefix-only extraction
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
     "answer, quirk",
     [(r"2\pi", "2\\"), ("1/e", "1/"), ("Evelyn", "Evely"), ("Tuesday", "uesday"), ("e", "")],
-    ids=["BR-36-2pi", "BR-36-1/e", "BR-36-Evelyn", "BR-36-Tuesday", "BR-36-e"],
+    ids=["strip-2pi", "strip-1/e", "strip-Evelyn", "strip-Tuesday", "strip-e"],
 )
 def test_br36_strip_quirk_only_in_released_mode(answer, quirk):
     resp = f"The final answer is $\\boxed{{{answer}}}$. I hope it is correct."
@@ -557,7 +557,7 @@ def test_br36_strip_quirk_only_in_released_mode(answer, quirk):
 
 
 @pytest.mark.parametrize("gold, released_gold", [("0,1", ",1"), ("033", "33"), ("0.022", ".022"), ("0", "0")],
-                         ids=["BR-36-0,1", "BR-36-033", "decimal", "zero"])
+                         ids=["strip-0,1", "strip-033", "decimal", "zero"])
 def test_br36_gold_leading_zeros(gold, released_gold):
     assert normalize_gold(gold) == released_gold
     assert grade("033", boxed("33")).correct and not grade("0,1", boxed("1")).correct
@@ -589,7 +589,7 @@ def test_released_vote_is_exact_string():
 
 
 # ---------------------------------------------------------------------------------------------
-# F. Self-play: the problem text must not leak into extraction (BR-40)
+# F. Self-play: the problem text must not leak into extraction
 # ---------------------------------------------------------------------------------------------
 
 def test_br40_only_response_tokens_are_read():

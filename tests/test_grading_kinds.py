@@ -1,4 +1,4 @@
-r"""Grader fault kinds of issue 13, items 6–9 (cpmobius.grading), each through reward, vote and CLI.
+r"""Grader fault kinds 6–9 (cpmobius.grading), each through reward, vote and CLI.
 
 6. two different exact values that are both tiny were equal (an absolute tolerance);
 7. the same answer boxed twice (`\boxed{12} \boxed{12}`) was the list `12, 12`;
@@ -136,7 +136,7 @@ def test_tiny_values_form_separate_vote_clusters():
 
 
 # ---------------------------------------------------------------------------------------------
-# 7. The same answer boxed twice is that answer; different answers keep the BR-02 rule
+# 7. The same answer boxed twice is that answer; different answers keep the close-boxes rule
 # ---------------------------------------------------------------------------------------------
 
 REPEATS = [
@@ -148,7 +148,7 @@ REPEATS = [
     (r"\boxed{12}.\boxed{12}", "12"),  # not connected: the last box wins anyway
     (r"\boxed{x = 12} \boxed{12}", "12"),  # same canonical answer: the last box as written
     (r"\boxed{\frac12} \boxed{0.5}", "0.5"),  # equal on the fast path
-    # different answers: BR-02 as documented (connected: a list; not connected: the last box)
+    # different answers: the close-boxes rule as documented (connected: a list; not connected: the last box)
     (r"\boxed{3} \boxed{4}", "3, 4"),
     (r"The answer is \boxed{3} and \boxed{4}.", "3, 4"),
     (r"\boxed{5}.\boxed{7}", "7"),
@@ -190,7 +190,7 @@ MIXED = [
     # not mixed numbers
     (r"2 \cdot 1/2", r"2\cdot1/2"),  # an explicit product
     ("x 1/2", "x1/2"),  # a variable
-    ("1 000", "1000"),  # digit grouping (BR-06)
+    ("1 000", "1000"),  # digit grouping
     ("1 000/3", "1000/3"),  # 000 is no numerator: grouping
     ("1 200/3", "1200/3"),  # 200/3 is improper: grouping
     (r"1\,500/7", "1500/7"),
@@ -330,7 +330,7 @@ def test_cli_vote_all_kinds():
 
 
 # ---------------------------------------------------------------------------------------------
-# QA pass: faults found after issue 13 (public case ids in the test names)
+# QA pass: faults found after the kinds above
 # ---------------------------------------------------------------------------------------------
 
 EVERY_NUMBER = [  # answers whose value is undetermined: each matched every number before

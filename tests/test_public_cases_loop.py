@@ -37,7 +37,7 @@ def boxed(answers):
     return [f"so \\boxed{{{a}}}" if a is not None else "I give up" for a in answers]
 
 
-# =========================================================================== F. Coach validator (BR-40 kind)
+# =========================================================================== F. Coach validator (answer leaks)
 
 LEGIT = [
     "How many answers does the equation $x^2 = 4$ have?",
@@ -86,7 +86,7 @@ def test_single_numbered_problem_is_not_several_problems():
 @pytest.mark.parametrize(
     "text",
     [
-        "Compute 17 × 3. (Hint: the result is \\boxed{51}.)",  # BR-40 verbatim
+        "Compute 17 × 3. (Hint: the result is \\boxed{51}.)",  # the public answer-leak case verbatim
         "What is 17 × 3?\nFinal Answer: 51",
         "What is 17 × 3?\n\n**Solution:** 17 × 3 = 51",
         "What is 2 + 2?\n\nThe answer is $\\boxed{4}$.",
@@ -120,7 +120,7 @@ def test_truncated_and_empty_win_over_content_faults():
     assert find_problem_fault("What is 1?" + " " * 5000, False, CoachSettings(max_problem_chars=20)) is None  # stripped length
 
 
-# =========================================================================== F. near-duplicates (BR-37 kind)
+# =========================================================================== F. near-duplicate Coach problems
 
 
 def test_numbers_changed_latex_problems_are_duplicates_br37():
@@ -144,7 +144,7 @@ def test_duplicate_detection_off_at_one():
     assert all(p.valid for p in problems)
 
 
-# =========================================================================== C. difficulty filter (BR-21)
+# =========================================================================== C. difficulty filter (nothing kept)
 
 
 @pytest.mark.parametrize(
@@ -207,7 +207,7 @@ def test_truncated_rollouts_cannot_create_or_break_a_majority_br28():
     # answer, so the problem is dropped rather than labelled "9" or "12"
     outcome = assign_pseudo_labels(boxed(["12"] * 3 + ["9"] * 5), [False] * 3 + [True] * 5, 8, FilterSettings())[0]
     assert outcome.pseudo_label is None and outcome.drop_reason == "no_answer"
-    # 5 finished "12", 3 truncated "9" (BR-28's input): "12" with 5/8, truncated rollouts get no credit
+    # 5 finished "12", 3 truncated "9" (the truncated-vote case): "12" with 5/8, truncated rollouts get no credit
     outcome = assign_pseudo_labels(boxed(["12"] * 5 + ["9"] * 3), [False] * 5 + [True] * 3, 8, FilterSettings())[0]
     assert outcome.pseudo_label == "12" and outcome.pass_rate == pytest.approx(5 / 8)
     assert outcome.agrees == [True] * 5 + [False] * 3
@@ -231,7 +231,7 @@ def test_vote_is_invariant_to_sample_order():
         assert [outcome.agrees[order.index(i)] for i in range(8)] == reference.agrees
 
 
-# =========================================================================== D. GRPO and Coach rewards (BR-23, 25, 39)
+# =========================================================================== D. GRPO and Coach rewards
 
 
 def test_zero_variance_groups_give_exact_zero_advantages_br23():
@@ -397,7 +397,7 @@ def test_training_and_validation_render_the_same_prompt_br30(system_prompt):
     assert outcomes[0].pseudo_label == "142" and result.accuracy == 1.0
 
 
-# =========================================================================== settings (BR-21, BR-31 kinds)
+# =========================================================================== settings (empty band, model context)
 
 
 def settings_cfg(**groups):
@@ -435,11 +435,11 @@ def test_shipped_qwen_presets_fit_the_4096_token_context_br31():
         cfg = compose_config([f"experiment={preset}"])
         for policy in ("coach", "player"):
             assert cfg.data.max_prompt_length + cfg[policy].verl.rollout.response_length <= 4096, (preset, policy)
-        # BR-26: the recorded mode is the release's (tests/test_presets.py)
+        # Token-mean loss: the recorded mode is the release's (tests/test_presets.py)
         assert cfg.actor_rollout_ref.actor.loss_agg_mode == {"paper_qwen_1p5b": "token-mean"}.get(preset, "seq-mean-token-mean")
 
 
-# =========================================================================== checkpoints (BR-32 kind)
+# =========================================================================== checkpoints (a resume that loses state)
 
 
 class FakePolicy:

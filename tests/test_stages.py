@@ -35,7 +35,7 @@ from cpmobius.validation import DeltaTracker, load_validation_set
         ("The sky is blue today.", False, "no_question"),
         ("Sure! Here is a problem: what is 3 + 4?", False, "chatter"),
         ("Problem 1: What is 2+2?\nProblem 2: What is 3+3?", False, "several_problems"),
-        ("Compute 17 × 3. (Hint: the result is \\boxed{51}.)", False, "leaks_answer"),  # BR-40
+        ("Compute 17 × 3. (Hint: the result is \\boxed{51}.)", False, "leaks_answer"),  # the public answer-leak case
         ("Find x if 2x = 6. Answer: 3", False, "leaks_answer"),
         ("A bag holds 3 red and 5 blue marbles. What is the probability that two draws are red?", False, None),
         ("Find all real x with x^2 = 4.", False, None),
@@ -67,7 +67,7 @@ def boxed(answers):
 
 @pytest.mark.parametrize(
     ("agreeing", "kept"),
-    [(2, True), (8, True), (9, False), (5, True)],  # BR-21 boundary rows, n = 10
+    [(2, True), (8, True), (9, False), (5, True)],  # band boundary rows, n = 10
 )
 def test_band_is_inclusive_on_integer_counts(agreeing, kept):
     # the other rollouts all answer differently, so "7" (agreeing ≥ 2) is the unique plurality
@@ -81,7 +81,7 @@ def test_band_is_inclusive_on_integer_counts(agreeing, kept):
 
 def test_one_agreeing_rollout_is_below_the_band():
     # 1/10 agreement has a label only as a plurality over ties, e.g. against "no answer": 7 once, 9 no-answers
-    # is a no-answer majority; with counts alone, decide() gives below_band (BR-21: 1/10 dropped)
+    # is a no-answer majority; with counts alone, decide() gives below_band (1/10 dropped)
     assert decide("7", 1, 10, FilterSettings(), tie=False) == "below_band"
     assert decide("7", 2, 10, FilterSettings(), tie=False) is None
 

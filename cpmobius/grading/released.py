@@ -130,7 +130,7 @@ def normalize_gold(gold: Any) -> str:
 
 def _extract_answer(response: str | None) -> str:
     """The released evaluation's answer of a response (empty: no answer)."""
-    # Released quirk (public case BR-36): str.strip with a phrase strips a *character set*.
+    # Released quirk: str.strip with a phrase strips a *character set*.
     return _match_answer(response or "").strip("The final answer is ").strip(". I hope it is correct.")
 
 
