@@ -2,7 +2,7 @@
 
 A chat-tuned Coach wraps its problem in talk to the user: a preamble ("Sure, here's a valid math
 problem:", a "**Problem:**" heading) and a closing remark ("I hope this helps!", "Let me know if you
-need the solution."). Issue 16 (Qwen2.5-Coder-0.5B-Instruct as Coach): 47 of 60 responses carried such
+need the solution."). On a real run (Qwen2.5-Coder-0.5B-Instruct as Coach): 47 of 60 responses carried such
 a preamble, 34 of them held a valid problem once it was removed. It also refuses ("I'm sorry, but as
 an AI language model, I can't ...?") and answers its own problem ("Surely, here's ... the sum ... is
 55."); both used to pass as valid because they end with "?" or hold a question word.

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Protocol, Sequence
 
 _LOG = logging.getLogger(__name__)
-# The released evaluation's repetition penalty when sampling (notes/upstream_cpmobius.md §5.1).
+# The released evaluation's repetition penalty when sampling.
 SAMPLED_REPETITION_PENALTY = 1.05
 
 

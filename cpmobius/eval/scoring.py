@@ -27,7 +27,7 @@ which c are correct):
   (`grading`: responses per status). A benchmark whose every grade failed raises `GradingError`
   (`check_batch`, as validation does in training) rather than report zeros.
 
-Default k (the released protocol, notes/upstream_cpmobius.md §5): 32, 32, 10, 5, 5, 5 for AIME24,
+Default k (the released protocol): 32, 32, 10, 5, 5, 5 for AIME24,
 AIME25, AMC, MATH-500, Minerva, OlympiadBench (`DEFAULT_K`); the reported k is what the
 completions hold, and `k_protocol` is listed beside it.
 
