@@ -16,7 +16,7 @@ Rows of the printed table:
   answers that must still be graded "ok": exponent towers such as `\boxed{9^{9^{9^{9}}}}`
   (stopped by the cost guard), and 64 distinct towers hidden behind `\log_{10}` (judged by
   math-verify in the workers, which are killed at the deadline).
-Acceptance (issue 4): ≥ 2,000 answers/s on the mix (pooled); each pathological batch returns
+Acceptance: ≥ 2,000 answers/s on the mix (pooled); each pathological batch returns
 within timeout + 1 s with every ordinary answer graded. Exit status 1 if not met.
 """
 

@@ -1,4 +1,4 @@
-"""One CPMöbius step at the paper's scale on one GPU, beside plain GRPO on the same model (issue 17).
+"""One CPMöbius step at the paper's scale on one GPU, beside plain GRPO on the same model.
 
 Both policies at the shape of Qwen2.5-Math-1.5B (by default Qwen2.5-Coder-1.5B-Instruct weights:
 ``python -m cpmobius.models fetch qwen2.5-coder-1.5b``), vLLM engines, the paper preset

@@ -119,7 +119,7 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 
 def acceptance(row: dict[str, float]) -> bool:
-    """Issue 15, per seed: end (mean of the last 3) ≥ 0.8 × peak and ≥ start + 0.25; kept pseudo-label
+    """The acceptance bar, per seed: end (mean of the last 3) ≥ 0.8 × peak and ≥ start + 0.25; kept pseudo-label
     accuracy over the last 5 steps ≥ 0.6."""
     return (row["end_last3"] >= 0.8 * row["peak"] and row["end_last3"] >= row["start"] + 0.25
             and row["kept_label_ok_last5"] >= 0.6)
@@ -157,7 +157,7 @@ def format_seeds(rows: list[dict[str, float]]) -> str:
     """One line per seed of a variant: start, peak, end, kept pseudo-label accuracy, acceptance."""
     return "\n".join(
         f"seed {r['seed']}: start {r['start']:.3f} peak {r['peak']:.3f} end(last 3) {r['end_last3']:.3f} "
-        f"kept pseudo-label right (last 5) {r['kept_label_ok_last5']:.2f} -> {'meets' if acceptance(r) else 'misses'} issue 15"
+        f"kept pseudo-label right (last 5) {r['kept_label_ok_last5']:.2f} -> {'meets' if acceptance(r) else 'misses'} the bar"
         for r in rows)
 
 

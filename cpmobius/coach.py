@@ -6,12 +6,12 @@ Paper §3 / released `_generate_instructions`: the Coach answers one fixed user 
 Departures from the released code (`# CPMöbius:` below): each candidate is validated (the released
 code sends any text, even an empty, answer-leaking or figure-dependent one, to the Player) and
 near-duplicates of an earlier candidate in the same batch, or of a text the caller has already
-accepted this step (``seen``), are dropped (public case BR-37, reordered paraphrases included). Rejected
+accepted this step (``seen``), are dropped (reordered paraphrases included). Rejected
 candidates never reach the Player and never carry a Coach reward; their reasons are counted. A chat
 model's preamble ("Sure, here's a valid math problem:"), problem heading and closing remark ("I hope
 this helps!") are cut off before validation (`cpmobius.coach_text.extract_problem`; counted as
 ``coach/extracted/<kind>``), and the Player and the problem archive get the problem that remains;
-refusals and problems followed by their own solution are rejected (issue 16). A response far longer
+refusals and problems followed by their own solution are rejected (a real chat Coach wrote both). A response far longer
 than a problem may be (``coach.max_problem_chars`` + `WRAPPING_CHARS`) is "over_long" before any
 of this, and every pattern runs in linear time, so that the validator's cost stays bounded.
 """
@@ -51,7 +51,7 @@ _ENUMERATIONS = (
     (re.compile(r"(^|\s)1[.)]\s"), re.compile(r"(^|\s)2[.)]\s")),
     (re.compile(r"(^|\s)\(a\)\s", re.IGNORECASE), re.compile(r"(^|\s)\(b\)\s", re.IGNORECASE)),
 )
-# A leaked answer (public case BR-40): a box with content ("\boxed{51}", "\boxed 51"); an Answer/Solution
+# A leaked answer (the problem states its answer): a box with content ("\boxed{51}", "\boxed 51"); an Answer/Solution
 # heading on its own line ("### Answer", "**Solution:**"); or, opening a line, a sentence or a bracket,
 # an answer label followed by a value: "Answer: 51", "(Answer: 51)", "**Answer**: 51", "\textbf{Answer:}
 # 51", "Ans. 51", "Final answer = 51", "Solution: $x = 3$", "Expected output: 51", "the answer is 51".
@@ -225,8 +225,8 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
     Returns:
         One of "empty", "truncated", "refusal" (`cpmobius.coach_text.is_refusal`: "I'm sorry, but as an
         AI ..."), "asks_user" (`cpmobius.coach_text.asks_user`: "What type of math problem are you
-        looking for?"), "over_long", "no_question", "chatter", "several_problems", "leaks_answer" (public case
-        BR-40: a problem that states or boxes its own answer), "worked_solution"
+        looking for?"), "over_long", "no_question", "chatter", "several_problems", "leaks_answer" (a problem
+        that states or boxes its own answer), "worked_solution"
         (`cpmobius.coach_text.is_worked_solution`: the problem followed by its solution), "needs_figure"
         (`needs_figure`: it depends on a figure the Player never sees), or None. The first that applies,
         in this order (one reason per candidate).
@@ -237,7 +237,7 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
     if truncated:
         return "truncated"
     if is_refusal(stripped):
-        # CPMöbius: issue 16, a refusal ending with "?" passed as a problem and cost n rollouts.
+        # CPMöbius: from a real chat Coach, a refusal ending with "?" passed as a problem and cost n rollouts.
         return "refusal"
     if asks_user(stripped):
         # CPMöbius: "What type of math problem are you looking for?" is a question, not a problem.
@@ -321,7 +321,7 @@ def mark_duplicates(problems: list[Problem], similarity: float, seen: Iterable[s
     words → ``#``), by the larger of the difflib ratio and the Dice overlap of their word multisets,
     so that a paraphrase with its facts reordered ("Two marbles are drawn ... from a bag containing 5
     red and 3 blue marbles." vs "A bag contains 5 red marbles and 3 blue marbles. Two marbles are
-    drawn ...") is a duplicate too (public case BR-37).
+    drawn ...") is a duplicate too.
 
     Args:
         problems: candidates in sampling order, changed in place (reason "duplicate").
@@ -331,7 +331,7 @@ def mark_duplicates(problems: list[Problem], similarity: float, seen: Iterable[s
     """
     if similarity >= 1.0:
         return
-    # CPMöbius: BR-37, the released code keeps near-duplicates; the word-multiset overlap and ``seen`` are ours.
+    # CPMöbius: the released code keeps near-duplicates; the word-multiset overlap and ``seen`` are ours.
     kept = [(normalised, _word_counts(normalised)) for normalised in map(_normalise, seen)]
     for problem in problems:
         if not problem.valid:
@@ -371,7 +371,7 @@ def propose_problems(
         problem = read_problem(tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings)
         problem.coach_row, problem.response_tokens = row, len(ids)
         problems.append(problem)
-    # CPMöbius: near-duplicates in one batch, or of ``seen``, are dropped (BR-37); the released code keeps them.
+    # CPMöbius: near-duplicates in one batch, or of ``seen``, are dropped; the released code keeps them.
     mark_duplicates(problems, settings.duplicate_similarity, seen)
     rejected = Counter(p.reject_reason for p in problems if not p.valid)
     return problems, batch, rejected

@@ -2,7 +2,7 @@
 
 A chat-tuned Coach wraps its problem in talk to the user: a preamble ("Sure, here's a valid math
 problem:", a "**Problem:**" heading) and a closing remark ("I hope this helps!", "Let me know if you
-need the solution."). Issue 16 (Qwen2.5-Coder-0.5B-Instruct as Coach): 47 of 60 responses carried such
+need the solution."). On a real run (Qwen2.5-Coder-0.5B-Instruct as Coach): 47 of 60 responses carried such
 a preamble, 34 of them held a valid problem once it was removed. It also refuses ("I'm sorry, but as
 an AI language model, I can't ...?") and answers its own problem ("Surely, here's ... the sum ... is
 55."); both used to pass as valid because they end with "?" or hold a question word.
@@ -11,7 +11,7 @@ Departures from the released code (`# CPMöbius:`): the released code sends the 
 preamble and all, to the Player. Here the preamble and the closing remark are cut off
 (`extract_problem`), and the text sent to the Player and archived is what remains; refusals
 (`is_refusal`) and problems followed by their solution or answer (`is_worked_solution`; after an
-imperative question too, "Find 17 × 3. It equals 51.", public case BR-40) are rejected. The Coach's
+imperative question too, "Find 17 × 3. It equals 51.": the problem leaks its answer) are rejected. The Coach's
 REINFORCE update still uses the whole response it generated (its tokens are unchanged).
 
 Every pattern here runs in time linear in the text (a response of 20,000 newlines used to take 86 s):
@@ -121,7 +121,7 @@ _SOLVING = re.compile(
 _VALUE = (r"\$?+\\?[(\[]?\s*+(?:[a-z]\s*+=\s*+)?-?(?:\d[\d,]*+(?:\.\d+)?(?:\s*+/\s*+\d+)?|\\d?frac\{-?\d+\}\{\d+\})"
           r"\s*+(?:\\[)\]])?\s*+\$?\s*+[.!]?\s*+[)\]]?\s*+[.!]?\s*+$")
 _VALUE_CLAIM = re.compile(r"(?:\b(?:is|are|equals?|was|will\s+be|gives?|makes?)\b|=)\s*+:?\s*+" + _VALUE, re.IGNORECASE)
-# CPMöbius: BR-40. A problem whose question is an imperative ends with "." rather than "?" ("Compute
+# CPMöbius: answer leaks. A problem whose question is an imperative ends with "." rather than "?" ("Compute
 # 17 × 3. (Hint: the result is 51.)", "Find 17 × 3. It equals 51."). The sentence that asks: one
 # with "?" or one opening with a question word or an imperative.
 _ASKING = re.compile(
@@ -188,7 +188,7 @@ def _cut_lead_in(text: str) -> tuple[str, tuple[str, ...]]:
 def extract_problem(response: str) -> Extraction:
     """Cut a chat model's preamble, problem heading and closing remark off a Coach response.
 
-    # CPMöbius: the released code uses the response verbatim (issue 16: a real chat Coach opens with
+    # CPMöbius: the released code uses the response verbatim (a real chat Coach opens with
     "Sure, here's a valid math problem:" or closes with "I hope this helps!").
 
     Args:
@@ -220,7 +220,7 @@ def extract_problem(response: str) -> Extraction:
 def is_refusal(text: str) -> bool:
     """Whether the response declines the task ("I'm sorry, but as an AI language model, I can't ...").
 
-    Checked on the whole response, wherever the refusal stands (issue 16: one ended with "?" and
+    Checked on the whole response, wherever the refusal stands (a real one ended with "?" and
     passed as a problem).
     """
     return bool(_REFUSAL.search(text))
@@ -239,7 +239,7 @@ def asks_user(text: str) -> bool:
 def is_worked_solution(text: str) -> bool:
     """Whether the problem is followed by (part of) its own solution or answer.
 
-    Three kinds (issue 16, "Surely, here's ... the sum ... is 55."; public case BR-40): a sentence that
+    Three kinds (a real Coach: "Surely, here's ... the sum ... is 55."; an answer leak): a sentence that
     starts solving ("To solve this, we ...", "Let's calculate", "Step 1:", "Therefore, the ...", "We
     can use ..."), anywhere; after the first question mark, a sentence that ends by asserting a number
     ("The sum of the first 10 positive integers is 55.", "... = 55"); and after the first sentence that

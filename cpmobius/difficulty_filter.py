@@ -7,8 +7,8 @@ iff band_low ≤ pass rate ≤ band_high (both inclusive), decided per problem (
 dropped). A tie at the top or a "no answer" majority gives no label and drops the problem.
 
 Departures (`# CPMöbius:`): votes cluster equivalent answers (`cpmobius.grading`; the released code
-compares raw strings); truncated rollouts never vote (BR-28; the pass-rate denominator stays n);
-the band is applied to integer counts so 0.2·n and 0.8·n have no float drift (BR-21).
+compares raw strings); truncated rollouts never vote (the pass-rate denominator stays n);
+the band is applied to integer counts so 0.2·n and 0.8·n have no float drift.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def assign_pseudo_labels(
     outcomes = []
     for start in range(0, len(texts), n):
         group_texts, group_truncated = list(texts[start : start + n]), list(truncated[start : start + n])
-        # CPMöbius: truncated rollouts never vote (BR-28); equivalent answers form one cluster.
+        # CPMöbius: truncated rollouts never vote; equivalent answers form one cluster.
         vote = majority_vote(responses=group_texts, truncated=group_truncated, mode=mode)
         agreeing = sum(vote.agrees)
         sizes = sorted((len(c) for c in vote.clusters), reverse=True)

@@ -109,7 +109,7 @@ class CoachPlayerLoop:
         self.output_dir = Path(cfg.trainer.default_local_dir)
         self.val_set = val_set if val_set is not None else load_validation_set(settings.validation)
         self.delta = DeltaTracker(settings.validation.ema_decay)
-        # One Player prompt for rollouts, prompt-length checks and validation (BR-30); the \boxed{}
+        # One Player prompt for rollouts, prompt-length checks and validation (no train/eval prompt drift); the \boxed{}
         # instruction resolved once from the Player's chat template (player.answer_format).
         template_kwargs = dict(OmegaConf.select(cfg, "data.apply_chat_template_kwargs", default=None) or {})
         answer_instruction = resolve_answer_instruction(
@@ -165,7 +165,7 @@ class CoachPlayerLoop:
         levels: list[Optional[int]] = []  # of every well-formed problem (difficulty_of)
         candidates = attempts = surplus = 0
         reserve: list[tuple[Problem, DataProto]] = []  # this step's Coach candidates not yet handed to the Player
-        written: list[str] = []  # well-formed problems of this step's earlier Coach batches (duplicate check, BR-37)
+        written: list[str] = []  # well-formed problems of this step's earlier Coach batches (near-duplicate check)
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
             seen = self.state.filter_totals  # CPMöbius: adaptive sizing also learns from this step's earlier attempts
@@ -422,7 +422,7 @@ class CoachPlayerLoop:
         self.state.generated_tokens[stage] = self.state.generated_tokens.get(stage, 0) + count
 
     def _skipped_step(self) -> dict[str, float]:
-        # BR-21: no Player update, so the Player's score and Δt are unchanged (0); nothing to reward.
+        # Everything filtered out: no Player update, so the Player's score and Δt are unchanged (0); nothing to reward.
         self.state.delta_t_history.append(0.0)
         return {"val/delta_t": 0.0, "loop/skipped": 1.0, "coach/updated": 0.0, **self._timing_metrics()}
 

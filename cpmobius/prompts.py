@@ -1,4 +1,4 @@
-r"""The chat prompts of both policies, in one place (public case BR-30).
+r"""The chat prompts of both policies, in one place, so training, validation and evaluation prompt alike.
 
 The Player sees a problem the same way in training rollouts, in the Δt validation pass and in the
 benchmark evaluation: one user turn holding the problem, preceded by ``player.system_prompt`` when
@@ -8,7 +8,7 @@ turn (Qwen2.5-Math's inserts "Please reason step by step, and put your final ans
 
 The answer format (``player.answer_format``, `resolve_answer_instruction`): every Player prompt asks
 for the final answer in ``\boxed{}`` exactly once. Qwen2.5-Math's template already does; the templates
-of Qwen2.5-Coder, SmolLM2 and most instruct models do not (issue 16: Qwen2.5-Coder-0.5B-Instruct
+of Qwen2.5-Coder, SmolLM2 and most instruct models do not (on a real run Qwen2.5-Coder-0.5B-Instruct
 answered "12 + 35 = 47", unboxed, and no boxed answer means no vote). With ``auto`` the instruction
 `BOXED_INSTRUCTION` is appended to the user turn exactly when the rendered template lacks ``\boxed``.
 """

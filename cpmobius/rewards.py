@@ -20,8 +20,8 @@ tuned for a reward in points. With Δt as a fraction (~0.005–0.015 per step) t
 reward under token-mean aggregation and drive the Coach instead of the Player's progress
 (tests/test_coach_reward_scale.py measures the three gradients). No baseline and no
 normalisation (released code: singleton GRPO groups), so a continuous reward is never divided by a
-near-zero std (BR-25). Problems that were rejected or filtered out carry no reward at all (`None`),
-never a number standing in for one (BR-39); the Coach update trains on kept problems only.
+near-zero std. Problems that were rejected or filtered out carry no reward at all (`None`),
+never a number standing in for one; the Coach update trains on kept problems only.
 """
 
 from __future__ import annotations

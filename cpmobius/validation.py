@@ -10,7 +10,7 @@ Departures (`# CPMöbius:`): Δt is logged as a fraction (`val/delta_t`); every 
 in accuracy points, 100·Δt, as the released code does (`cpmobius.rewards`); after a Player rollback the tracker restarts from
 the restored Player's score, so the jump caused by the rollback is not credited to the Coach (the
 released code credits it); a rollout stopped at the length limit has no answer (graded as "no_answer",
-counted wrong), as in the training vote (`cpmobius.difficulty_filter`, BR-13/BR-28): its text may
+counted wrong), as in the training vote (`cpmobius.difficulty_filter`): its text may
 hold an earlier, retracted box.
 """
 
@@ -111,9 +111,9 @@ def measure_accuracy(
     """The Player's avg@k accuracy on ``val_set`` (k = ``samples_per_problem``).
 
     Uses the training prompt (`player_prompt` with the same ``system_prompt`` and
-    ``answer_instruction``), so training and validation render identically (BR-30); samples with
+    ``answer_instruction``), so training and validation render identically; samples with
     ``rollout.val_kwargs`` or greedily. A sample stopped at the length limit has no answer, as in
-    training (BR-13/BR-28), and counts as wrong.
+    training, and counts as wrong.
 
     Raises:
         cpmobius.grading.GradingError: when every answer of the pass failed to grade.
@@ -122,7 +122,7 @@ def measure_accuracy(
     player.activate()
     batch = player.generate([player_prompt(p, system_prompt, answer_instruction) for p in val_set.problems], n=k, validate=True, greedy=settings.greedy)
     texts, truncated = player.decode_responses(batch)
-    # CPMöbius: a truncated sample has no answer, as in the vote (BR-13/BR-28): the text cut at the
+    # CPMöbius: a truncated sample has no answer, as in the vote: the text cut at the
     # length limit may hold an earlier, retracted \boxed{} that the grader would otherwise read.
     responses = [None if cut else text for text, cut in zip(texts, truncated)]
     golds = [answer for answer in val_set.answers for _ in range(k)]

@@ -1,4 +1,4 @@
-r"""The Player's \boxed{} instruction, right for every chat template (issue 16, `player.answer_format`).
+r"""The Player's \boxed{} instruction, right for every chat template (`player.answer_format`).
 
 Qwen2.5-Math's chat template inserts "Please reason step by step, and put your final answer within
 \boxed{}." as its default system turn; Qwen2.5-Coder's (= Qwen2.5-Instruct's) and SmolLM2's do not, and
@@ -76,7 +76,7 @@ def test_a_boxed_system_prompt_counts_as_the_instruction(qwen_instruct):
 
 @needs_qwen
 def test_the_evaluation_prompt_is_the_training_prompt(qwen_instruct):
-    # BR-30: `python -m cpmobius.eval` renders the messages the loop sends (`player_prompt`)
+    # One prompt everywhere: `python -m cpmobius.eval` renders the messages the loop sends (`player_prompt`)
     instruction = resolve_answer_instruction("auto", qwen_instruct)
     encoded = encode_prompt(qwen_instruct, PROBLEM, None, instruction)
     assert encoded.text == qwen_instruct.apply_chat_template(player_prompt(PROBLEM, None, instruction), tokenize=False,
@@ -143,7 +143,7 @@ def test_bad_values_are_refused():
 
 
 def test_training_and_validation_carry_the_same_instruction():
-    # BR-30 with the instruction: the filter's rollouts and the Δt validation pass send identical prompts
+    # With the instruction: the filter's rollouts and the Δt validation pass send identical prompts
     import torch
 
     from cpmobius.difficulty_filter import roll_out_and_filter

@@ -117,7 +117,7 @@ def test_the_reserve_is_topped_up_when_it_runs_short_and_leftovers_are_archived(
 
 
 def test_each_coach_batch_is_checked_for_duplicates_of_the_steps_earlier_batches(make_loop):
-    # BR-37 across attempts: a later Coach batch must not bring back a problem an earlier one already wrote.
+    # Near-duplicates across attempts: a later Coach batch must not bring back a problem an earlier one already wrote.
     loop = make_loop(reserve=0.0, keep={1, 5, 9, 11})
     loop.collect_problems()
     seen = make_loop.seen_by_batch

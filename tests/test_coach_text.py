@@ -1,4 +1,4 @@
-"""A real chat Coach's wrapping, refusals and worked solutions (issue 16, "What a first try showed").
+"""A real chat Coach's wrapping, refusals and worked solutions, as a first real run showed them.
 
 Qwen2.5-Coder-0.5B-Instruct as Coach: 47 of 60 responses opened with "Sure, here's a valid math
 problem:" and were rejected as chatter (34 valid once that line is removed); others closed with "I

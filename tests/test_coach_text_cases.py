@@ -1,5 +1,5 @@
-"""Coach-output validator, QA cases: answer leaks of every form (BR-40), linear time on long text,
-near-duplicates that reorder their facts or repeat an earlier attempt's problem (BR-37).
+"""Coach-output validator, QA cases: answer leaks of every form, linear time on long text,
+near-duplicates that reorder their facts or repeat an earlier attempt's problem.
 
 `cpmobius.coach.read_problem` / `find_problem_fault` / `mark_duplicates` / `propose_problems` and
 `cpmobius.coach_text.is_worked_solution`. Pure, CPU, fast.
@@ -22,7 +22,7 @@ def reason(text: str) -> str | None:
     return read_problem(text, False, CoachSettings()).reject_reason
 
 
-# ----------------------------------------------------------------------------- BR-40: the problem states its answer
+# ----------------------------------------------------------------------------- the problem states its answer
 
 # An answer label or a box, wherever it opens a line, a sentence or a bracket: "leaks_answer".
 LABELLED = [
@@ -62,19 +62,19 @@ STATED = [
 
 
 @pytest.mark.parametrize("text", LABELLED)
-def test_labelled_or_boxed_answers_leak_br40(text):
+def test_labelled_or_boxed_answers_leak(text):
     assert find_problem_fault(text, False, CoachSettings()) == "leaks_answer"
     assert reason(text) == "leaks_answer"
 
 
 @pytest.mark.parametrize("text", STATED)
-def test_a_value_stated_after_the_question_is_a_worked_solution_br40(text):
+def test_a_value_stated_after_the_question_is_a_worked_solution(text):
     assert reason(text) in LEAK_REASONS
     assert is_worked_solution(extract_problem(text).text) or reason(text) == "leaks_answer"
 
 
 @pytest.mark.parametrize("text", [r"Compute $17 \times 3$. (Hint: the result is 51.)", r"Find $17 \times 3$. It equals 51."])
-def test_the_br40_variants_of_the_qa_report_have_the_documented_reason(text):
+def test_the_imperative_leaks_of_the_qa_report_have_the_documented_reason(text):
     assert reason(text) == "worked_solution"
 
 
@@ -155,7 +155,7 @@ def test_over_long_takes_no_precedence_over_truncated_or_refusal():
     assert read_problem(refusal, False, CoachSettings()).reject_reason == "refusal"
 
 
-# ----------------------------------------------------------------------------- BR-37: near-duplicates
+# ----------------------------------------------------------------------------- near-duplicates
 
 BAG = "A bag contains 5 red marbles and 3 blue marbles. Two marbles are drawn without replacement. What is the probability that both are red?"
 PARAPHRASES = [
@@ -175,7 +175,7 @@ DISTINCT = [
 
 
 @pytest.mark.parametrize("paraphrase", PARAPHRASES)
-def test_a_reordered_or_respelled_paraphrase_is_a_duplicate_br37(paraphrase):
+def test_a_reordered_or_respelled_paraphrase_is_a_duplicate(paraphrase):
     problems = [Problem(BAG, 0), Problem(paraphrase, 1)]
     mark_duplicates(problems, 0.9)
     assert [p.reject_reason for p in problems] == [None, "duplicate"]
@@ -187,7 +187,7 @@ def test_distinct_problems_sharing_words_are_kept():
     assert all(p.valid for p in problems)
 
 
-def test_six_paraphrases_and_two_distinct_keep_three_br37():
+def test_six_paraphrases_and_two_distinct_keep_three():
     problems = [Problem(text, i) for i, text in enumerate([BAG] + PARAPHRASES + DISTINCT[:2])]
     mark_duplicates(problems, 0.9)
     assert [p.text for p in problems if p.valid] == [BAG] + DISTINCT[:2]

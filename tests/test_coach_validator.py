@@ -1,4 +1,4 @@
-"""Coach-output validator, issue 13 item 10: a problem about a figure the Player never sees.
+"""Coach-output validator: a problem about a figure the Player never sees.
 
 `cpmobius.coach.needs_figure` (reason "needs_figure") in `find_problem_fault`, so the same check
 runs in the loop (`propose_problems`, metric `coach/rejected/needs_figure`) and in the warm-up data

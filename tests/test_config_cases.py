@@ -1,5 +1,5 @@
-"""QA cases: truncated samples in Δt validation (BR-13/BR-28), run keys checked before start-up (BR-32
-kind), prompt + response within the model's context (BR-31)."""
+"""QA cases: truncated samples in Δt validation, run keys checked before start-up, prompt + response
+within the model's context."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from cpmobius.validation import ValidationSet, measure_accuracy
 
 RETRACTED = "My first guess is \\boxed{5}. Let me recheck: 2 + 3 is not what was asked, so the answer is"
 
-# =========================================================================== Δt validation (BR-13/BR-28)
+# =========================================================================== Δt validation (truncated samples)
 
 
 class FakePlayer:
@@ -49,7 +49,7 @@ class FakePlayer:
         ([("so \\boxed{5}", False), (RETRACTED, True)], 0.5, 1),  # k = 2: 1 correct of 2 → 0.5
     ],
 )
-def test_validation_gives_a_truncated_sample_no_answer_br13(samples, accuracy, no_answer):
+def test_validation_gives_a_truncated_sample_no_answer(samples, accuracy, no_answer):
     k = len(samples)
     settings = ValidationSettings(greedy=k == 1, samples_per_problem=k)
     result = measure_accuracy(FakePlayer(samples), ValidationSet("v", ["v-0"], ["What is 2 + 3?"], ["5"]), settings)
@@ -59,7 +59,7 @@ def test_validation_gives_a_truncated_sample_no_answer_br13(samples, accuracy, n
     assert result.truncated_frac == result.truncated / k
 
 
-# =========================================================================== run keys (BR-32 kind)
+# =========================================================================== run keys (no resume that skips work)
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_cfg_job_rejects_bad_run_keys(override, key, capsys):
     assert f"config error: {key}:" in capsys.readouterr().err
 
 
-# =========================================================================== model context (BR-31)
+# =========================================================================== model context
 
 
 def model_folder(tmp_path, name="m", **config):
@@ -155,14 +155,14 @@ def qwen_cfg(path, *overrides):
                            "data.max_prompt_length=1024", *overrides])
 
 
-def test_prompt_plus_response_over_the_context_is_rejected_br31(tmp_path):
+def test_prompt_plus_response_over_the_context_is_rejected(tmp_path):
     path = model_folder(tmp_path, max_position_embeddings=4096)
     with pytest.raises(ConfigError, match=r"1024 \+ 4096 = 5120 tokens exceed .* 4096 tokens"):
         build_policy_configs(qwen_cfg(path, "data.max_response_length=4096"))
     build_policy_configs(qwen_cfg(path, "data.max_response_length=3072"))  # 1024 + 3072 = 4096 fits exactly
 
 
-def test_a_policys_own_response_length_is_checked_br31(tmp_path):
+def test_a_policys_own_response_length_is_checked(tmp_path):
     path = model_folder(tmp_path, max_position_embeddings=4096)
     cfg = qwen_cfg(path, "data.max_response_length=2048", "coach.verl.rollout.response_length=3500")
     with pytest.raises(ConfigError, match=r"coach\.verl\.rollout\.response_length.*1024 \+ 3500 = 4524"):

@@ -1,4 +1,4 @@
-"""`python -m cpmobius.eval --greedy` decodes greedily (issue 16: it still applied repetition penalty
+"""`python -m cpmobius.eval --greedy` decodes greedily (it once still applied repetition penalty
 1.05), the report states the decoding values used, and the evaluation prompt carries the \\boxed{}
 instruction exactly as training does (`--answer-format`)."""
 

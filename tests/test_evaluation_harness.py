@@ -286,7 +286,7 @@ def test_end_to_end_tiny_model(tmp_path, model_cache, capsys):
     assert {r["benchmark"] for r in records} == set(benches)
     assert all(r["response_tokens"] <= 6 and r["finish_reason"] in ("stop", "length") for r in records)
     # The released prompt: the problem as the only user turn of the model's chat template; this template asks
-    # for no \boxed{}, so --answer-format auto appends the instruction (issue 16; Qwen2.5-Math's gets none).
+    # for no \boxed{}, so --answer-format auto appends the instruction (Qwen2.5-Math's gets none).
     first = load_benchmark("amc", SHARED_EVAL)[0]
     assert records[0]["prompt"] == (f"<|im_start|>user\n{first['problem']}\n{BOXED_INSTRUCTION}<|im_end|>\n"
                                     "<|im_start|>assistant\n")

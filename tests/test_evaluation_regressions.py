@@ -68,7 +68,7 @@ def test_maj_never_exceeds_pass(grader):
     ("So the answer is \\boxed 1", "length", None),         # cut mid-answer: could have been \boxed 12
     ("So the answer is \\boxed 1", "stop", "1"),            # ended there on purpose
     ("So the answer is \\boxed{1}", "length", "1"),         # a closed box is complete even when cut later
-    ("\\boxed{5}. Wait, so \\boxed{1", "length", None),     # BR-13: never the earlier box
+    ("\\boxed{5}. Wait, so \\boxed{1", "length", None),     # never the earlier box
     ("\\boxed{3} and \\boxed 1", "length", None),           # the second part of a multi-answer was cut
 ])
 def test_truncated_partial_box_is_no_answer(response, finish, expected):

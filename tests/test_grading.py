@@ -1,6 +1,6 @@
-r"""Tests of cpmobius.grading: every grader / vote / filter case of shared/cases/public_cases.md.
+r"""Tests of cpmobius.grading: every public grader / vote / filter case.
 
-Each public case id (BR-xx) appears in the test or parameter id that pins it. Slow-path cases
+Each case is named by what it is in the test or parameter id that pins it. Slow-path cases
 run math-verify in the grading worker pool (started once, about 1 s).
 """
 
@@ -35,7 +35,7 @@ from cpmobius.grading.released import normalize_gold
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_EVAL = default_data_dir()
-SLOW_TOWER = r"\boxed{10^{(5^{5^{5^{5^{5}}}} \cdot \log_{10} 5) - 4}}"  # math-verify hangs on it (BR-05)
+SLOW_TOWER = r"\boxed{10^{(5^{5^{5^{5^{5}}}} \cdot \log_{10} 5) - 4}}"  # math-verify hangs on it
 # Pairs with Greek letters or bare-argument functions (\sin x) are never decided by the fast path:
 # the tests below use them to exercise math-verify in the worker pool.
 
@@ -64,22 +64,22 @@ def warm_pool():
         ("1024", r"\boxed{2^{10}}", "2^{10}", True),
         ("1/2", r"text \boxed{\frac{1}{2}", None, False),  # unbalanced at the end → no answer
     ],
-    ids=["BR-01-frac", "BR-01-sqrt", "BR-01-set", "BR-01-power", "BR-01-unbalanced"],
+    ids=["nested-frac", "nested-sqrt", "nested-set", "nested-power", "nested-unbalanced"],
 )
-def test_br01_nested_braces(label, response, extracted, correct):
+def test_nested_braces(label, response, extracted, correct):
     assert extract_answer(response) == extracted
     r = grade(label, response)
     assert (r.correct, r.extracted) == (correct, extracted)
     assert r.status == ("ok" if extracted else "no_answer")
 
 
-def test_br01_every_extractor_shares_the_rule():
+def test_every_extractor_shares_the_rule():
     # the vote reads the same body as the grader (no regex fallback that stops at the first "}")
     v = majority_vote([r"\boxed{\frac{1}{2}}", r"\boxed{\frac{1}{2}}", r"\boxed{\frac{1}{3}}"])
     assert v.pseudo_label == r"\frac{1}{2}" and v.answers[2] == r"\frac{1}{3}"
 
 
-def test_br02_last_box_wins_in_reward_vote_and_eval():
+def test_last_box_wins_in_reward_vote_and_eval():
     resp = "First try gives \\boxed{5}. Wait, that's wrong, the answer is \\boxed{7}."
     assert extract_answer(resp) == "7"
     assert grade("7", resp).correct and not grade("5", resp).correct
@@ -88,7 +88,7 @@ def test_br02_last_box_wins_in_reward_vote_and_eval():
     assert vote.pseudo_label == "7" and vote.pass_rate == pytest.approx(2 / 3)
 
 
-def test_br02_connected_boxes_are_one_explicit_multi_answer():
+def test_connected_boxes_are_one_explicit_multi_answer():
     resp = "The answer is \\boxed{3} and \\boxed{4}."
     assert extract_answer(resp) == "3, 4"  # documented rule: an unordered list
     assert not grade("3", resp).correct
@@ -121,7 +121,7 @@ def test_nested_box_grades_as_inner_value():
 
 
 @pytest.mark.parametrize("where", ["main", "thread"])
-def test_br04_off_main_thread_scores_are_real(where):
+def test_off_main_thread_scores_are_real(where):
     pairs = [(r"\frac13", r"\boxed{\frac{1}{3}}"), (r"2\sin(x)", r"\boxed{\sin x+\sin x}")]  # fast and slow path
     out: list = []
 
@@ -156,7 +156,7 @@ def test_concurrent_callers_share_the_pool():
     assert [(out[i].correct, out[i].status) for i in range(len(pairs))] == [(True, "ok")] * 5 + [(False, "timeout")]
 
 
-def test_br04_ray_actor_with_concurrency():
+def test_ray_actor_with_concurrency():
     ray = pytest.importorskip("ray")
     started_here = not ray.is_initialized()  # another test of the session may own the Ray instance
     if started_here:
@@ -187,7 +187,7 @@ def test_br04_ray_actor_with_concurrency():
             ray.shutdown()
 
 
-def test_br04_all_errors_fail_loudly(monkeypatch):
+def test_all_errors_fail_loudly(monkeypatch):
     class BrokenPool:
         def run(self, tasks, timeout_s):
             return [("error", "worker died")] * len(tasks)
@@ -217,10 +217,10 @@ def test_check_batch_counts_timeouts_and_accepts_no_answers():
         ("5", r"\boxed{9^{9^{9^{9}}}}", "timeout"),
         ("5", "1+1=2. " * 4300, "no_answer"),  # 30,100 characters without a box
     ],
-    ids=["BR-05-log-tower", "BR-05-tower", "BR-05-30k-no-box"],
+    ids=["hang-log-tower", "hang-tower", "hang-30k-no-box"],
 )
 @pytest.mark.parametrize("where", ["main", "thread"])
-def test_br05_hard_wall_clock_bound(label, response, status, where):
+def test_hard_wall_clock_bound(label, response, status, where):
     out: list = []
 
     def run():
@@ -238,7 +238,7 @@ def test_br05_hard_wall_clock_bound(label, response, status, where):
     assert elapsed < 1.0 + 5.0  # bounded (slack for a replacement worker on a loaded 2-core CI machine)
 
 
-def test_br05_bound_holds_in_a_subprocess():
+def test_bound_holds_in_a_subprocess():
     code = (
         "import time; from cpmobius.grading import grade\n"
         "grade('x', r'\\boxed{x+0}')\n"
@@ -250,7 +250,7 @@ def test_br05_bound_holds_in_a_subprocess():
     assert status == "timeout" and float(elapsed) < 1.0 + 5.0  # unbounded, the tower takes minutes
 
 
-def test_br05_batch_of_pathological_answers_does_not_block_the_rest():
+def test_batch_of_pathological_answers_does_not_block_the_rest():
     towers = [rf"\boxed{{10^{{(5^{{5^{{5^{{5^{{5}}}}}}}} \cdot \log_{{10}} {k}) - 4}}}}" for k in range(2, 10)]
     golds = ["3"] * len(towers) + [r"\alpha^2+1", "7", r"\frac12"]  # Greek letters: math-verify
     resps = towers + [boxed(r"1+\alpha\cdot\alpha"), boxed("7"), boxed("0.5")]
@@ -262,7 +262,7 @@ def test_br05_batch_of_pathological_answers_does_not_block_the_rest():
     assert batch.counts == {"ok": 3, "no_answer": 0, "timeout": len(towers), "error": 0}
 
 
-def test_br05_vote_clustering_is_bounded():
+def test_vote_clustering_is_bounded():
     # 16 samples, all different slow-path answers: up to 120 comparisons, one shared budget
     answers = [rf"10^{{(5^{{5^{{5^{{5^{{5}}}}}}}} \cdot \log_{{10}} {k})}}" for k in range(2, 18)]
     t0 = time.monotonic()
@@ -286,16 +286,16 @@ def test_br05_vote_clustering_is_bounded():
         ("11111111100", r"11,\! 111,\! 111,\! 100", True),
         ("32348", r"\$32,\!348", True),
     ],
-    ids=["BR-06-comma", "BR-06-brace-comma", "BR-06-thin-space", "BR-06-thin-space-not-0",
-         "BR-06-1500-vs-2000", "BR-06-list-not-fused", "BR-06-bad-grouping", "list-spacing", "MATH-comma-bang",
+    ids=["sep-comma", "sep-brace-comma", "sep-thin-space", "sep-thin-space-not-0",
+         "sep-1500-vs-2000", "sep-list-not-fused", "sep-bad-grouping", "list-spacing", "MATH-comma-bang",
          "MATH-comma-bang-space", "MATH-dollar"],
 )
-def test_br06_thousands_separators(label, response, equal):
+def test_thousands_separators(label, response, equal):
     assert grade(label, boxed(response)).correct is equal
     assert answers_equivalent(label, response) is equal
 
 
-def test_br06_separator_policy_in_vote():
+def test_separator_policy_in_vote():
     v = majority_vote([boxed(r"1\,500"), boxed(r"2\,000"), boxed("1500")])
     assert v.pseudo_label is not None and grade("1500", boxed(v.pseudo_label)).correct
     assert sorted(map(len, v.clusters)) == [1, 2]
@@ -336,10 +336,10 @@ def test_expressions_with_variables(gold, response, equal):
         ("5", r"x = 5 \text{ or } x = -5", False),
         ("y = 2x+3", "2x+3", True),
     ],
-    ids=["BR-08-different-lines", "BR-08-same-line", "BR-08-assignment-gold", "BR-08-assignment-pred",
-         "BR-08-two-solutions", "BR-08-equation-rhs"],
+    ids=["eq-different-lines", "eq-same-line", "eq-assignment-gold", "eq-assignment-pred",
+         "eq-two-solutions", "eq-equation-rhs"],
 )
-def test_br08_equations(gold, response, equal):
+def test_equations_keep_both_sides(gold, response, equal):
     assert grade(gold, boxed(response)).correct is equal
 
 
@@ -351,9 +351,9 @@ def test_br08_equations(gold, response, equal):
         ["28", r"28\%", "0.28"],
         [r"\sqrt{2}", "1.414214", "1.4142136", "1.41"],
     ],
-    ids=["BR-09-interval-inequality", "BR-09-interval-pair", "BR-09-percent", "decimals-near-sqrt2"],
+    ids=["sym-interval-inequality", "sym-interval-pair", "sym-percent", "decimals-near-sqrt2"],
 )
-def test_br09_vote_is_order_invariant(samples):
+def test_vote_is_order_invariant(samples):
     base = majority_vote([boxed(s) for s in samples])
     rng = random.Random(9)
     for _ in range(10):
@@ -364,7 +364,7 @@ def test_br09_vote_is_order_invariant(samples):
         assert sorted(sorted(perm[i] for i in c) for c in v.clusters) == sorted(base.clusters)
 
 
-def test_br09_symmetric_rule_either_direction():
+def test_symmetric_rule_either_direction():
     # math-verify: x<3 vs (-inf,3) is True only with the inequality as gold; the vote uses "either"
     assert answers_equivalent("x<3", r"(-\infty,3)") and answers_equivalent(r"(-\infty,3)", "x<3")
     assert majority_vote([boxed("x<3"), boxed(r"(-\infty, 3)"), boxed(r"(-\infty,3)"), boxed("5")]).pass_rate == 0.75
@@ -405,10 +405,10 @@ def test_vote_permutation_invariance_property(samples, rnd):
         ("E", r"\boxed{\text{(E)}}", True),
         ("e", r"\boxed{2.718282}", False),
     ],
-    ids=["BR-10-label-and-value", "BR-10-bare-letter", "BR-10-text-E-vs-e", "option-letter", "option-bold",
+    ids=["amc-label-and-value", "amc-bare-letter", "amc-text-E-vs-e", "option-letter", "option-bold",
          "option-vs-letter", "letter-never-euler"],
 )
-def test_br10_amc_letters(gold, response, correct):
+def test_amc_letters(gold, response, correct):
     assert grade(gold, response).correct is correct
 
 
@@ -435,16 +435,16 @@ def test_br10_amc_letters(gold, response, correct):
         ("5.4 \\text{ cents}", "5.4", True),
         (r"\arcsin{\frac{1}{1.3}}", r"\arcsin{\frac{10}{13}}", True),
     ],
-    ids=["BR-11-pct-28", "BR-11-pct-0.28", "BR-11-pct-half", "BR-11-deg-30", "BR-11-deg-rad", "BR-11-cm",
-         "BR-11-dollar", "BR-11-0.333", "BR-11-1.5708", "BR-11-6.283185", "BR-11-6.28", "six-places",
+    ids=["pct-28", "pct-0.28", "pct-half", "deg-30", "deg-rad", "unit-cm",
+         "unit-dollar", "prec-0.333", "prec-1.5708", "prec-6.283185", "prec-6.28", "six-places",
          "six-places-radical", "tiny-values-differ", "trailing-zero", "exact-decimal", "MATH-degrees",
          "MATH-cents", "written-decimal-is-exact"],
 )
-def test_br11_policy_table(gold, response, correct):
+def test_units_percent_precision_policy_table(gold, response, correct):
     assert grade(gold, boxed(response)).correct is correct
 
 
-def test_br13_truncated_final_box_never_falls_back():
+def test_truncated_final_box_never_falls_back():
     resp = "My first guess is \\boxed{5}. Let me recheck ... so the answer is \\boxed{7"
     r = grade("5", resp)
     assert (r.correct, r.extracted, r.status) == (False, None, "no_answer")
@@ -452,7 +452,7 @@ def test_br13_truncated_final_box_never_falls_back():
     assert v.pseudo_label == "5" and v.pass_rate == 0.25 and v.answers[:3] == [None] * 3
 
 
-def test_br14_no_answer_is_never_equal_nor_a_label():
+def test_no_answer_is_never_equal_nor_a_label():
     assert grade("42", "I could not solve it.") == GradeResult(False, None, "no_answer")
     v = majority_vote(["no box here"] * 5 + [boxed("6")] * 3)
     assert (v.pseudo_label, v.pass_rate, v.clusters) == ("6", 3 / 8, [[5, 6, 7]])  # denominator n = 8
@@ -473,13 +473,13 @@ def test_br14_no_answer_is_never_equal_nor_a_label():
         (r"e^{16} - 1", r"\boxed{-1 + exp(16)}", True),
         ("5", r"\boxed{sqrt(25)}", True),
     ],
-    ids=["BR-16-unboxed", "BR-16-pi-over-2", "BR-16-times-pi", "BR-16-exp", "code-sqrt"],
+    ids=["code-unboxed", "code-pi-over-2", "code-times-pi", "code-exp", "code-sqrt"],
 )
-def test_br16_code_style(gold, response, correct):
+def test_plain_text_code_style(gold, response, correct):
     assert grade(gold, response).correct is correct
 
 
-def test_br16_code_style_votes_one_cluster():
+def test_code_style_votes_one_cluster():
     v = majority_vote([boxed(r"\frac{\pi}{2}"), boxed("pi/2"), boxed(r"\pi/2")])
     assert v.pass_rate == 1.0 and len(v.clusters) == 1
 
@@ -488,7 +488,7 @@ def test_br16_code_style_votes_one_cluster():
 # B. Majority voting
 # ---------------------------------------------------------------------------------------------
 
-def test_br18_equivalent_answers_form_one_cluster():
+def test_equivalent_answers_form_one_cluster():
     answers = [r"\frac{1}{2}", "0.5", "1/2", r"\dfrac12", "3", "3", None, None]
     v = majority_vote([boxed(a) if a else "no answer" for a in answers])
     assert grade("1/2", boxed(v.pseudo_label)).correct
@@ -501,7 +501,7 @@ def test_br18_equivalent_answers_form_one_cluster():
     assert released.pseudo_label is None  # and with the two None it is a 2-2 tie: problem dropped
 
 
-def test_br19_tie_at_the_top_gives_no_label():
+def test_tie_at_the_top_gives_no_label():
     responses = [boxed("7")] * 3 + [boxed("5")] * 3 + ["?", "no idea"]
     v = majority_vote(responses)
     assert (v.pseudo_label, v.pass_rate) == (None, 3 / 8)
@@ -513,12 +513,12 @@ def test_br19_tie_at_the_top_gives_no_label():
 
 
 # ---------------------------------------------------------------------------------------------
-# C./D. Filter band and truncation (the vote's side of BR-21 and BR-28)
+# C./D. Filter band and truncation (the vote's side of the filter band and truncated responses)
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("agree, kept", [(2, True), (8, True), (1, False), (9, False), (0, False), (10, False)],
-                         ids=["BR-21-2of10", "BR-21-8of10", "BR-21-1of10", "BR-21-9of10", "0of10", "10of10"])
-def test_br21_band_boundaries_without_float_drift(agree, kept):
+                         ids=["band-2of10", "band-8of10", "band-1of10", "band-9of10", "0of10", "10of10"])
+def test_band_boundaries_without_float_drift(agree, kept):
     # n = 10: `agree` samples say 4, the others say distinct wrong answers (a unique majority if agree >= 2)
     responses = [boxed("4")] * agree + [boxed(str(100 + i)) for i in range(10 - agree)]
     v = majority_vote(responses)
@@ -529,7 +529,7 @@ def test_br21_band_boundaries_without_float_drift(agree, kept):
     assert (0.2 <= v.pass_rate <= 0.8 and v.pseudo_label is not None) is kept  # same with the float
 
 
-def test_br28_truncated_responses_never_vote():
+def test_truncated_responses_never_vote():
     responses = [boxed("12")] * 5 + [r"so far \boxed{9} and then", r"we get \boxed{9} but", "cut mid sente"]
     truncated = [False] * 5 + [True] * 3
     v = majority_vote(responses, truncated=truncated)
@@ -540,15 +540,15 @@ def test_br28_truncated_responses_never_vote():
 
 
 # ---------------------------------------------------------------------------------------------
-# E. Evaluation harness: released quirks (BR-36) and our prefix-only extraction
+# E. Evaluation harness: released quirks (str.strip with a phrase) and our prefix-only extraction
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
     "answer, quirk",
     [(r"2\pi", "2\\"), ("1/e", "1/"), ("Evelyn", "Evely"), ("Tuesday", "uesday"), ("e", "")],
-    ids=["BR-36-2pi", "BR-36-1/e", "BR-36-Evelyn", "BR-36-Tuesday", "BR-36-e"],
+    ids=["strip-2pi", "strip-1/e", "strip-Evelyn", "strip-Tuesday", "strip-e"],
 )
-def test_br36_strip_quirk_only_in_released_mode(answer, quirk):
+def test_strip_quirk_only_in_released_mode(answer, quirk):
     resp = f"The final answer is $\\boxed{{{answer}}}$. I hope it is correct."
     ours = grade(answer, resp)
     assert (ours.extracted, ours.correct) == (answer, True)
@@ -557,8 +557,8 @@ def test_br36_strip_quirk_only_in_released_mode(answer, quirk):
 
 
 @pytest.mark.parametrize("gold, released_gold", [("0,1", ",1"), ("033", "33"), ("0.022", ".022"), ("0", "0")],
-                         ids=["BR-36-0,1", "BR-36-033", "decimal", "zero"])
-def test_br36_gold_leading_zeros(gold, released_gold):
+                         ids=["strip-0,1", "strip-033", "decimal", "zero"])
+def test_strip_quirk_gold_leading_zeros(gold, released_gold):
     assert normalize_gold(gold) == released_gold
     assert grade("033", boxed("33")).correct and not grade("0,1", boxed("1")).correct
 
@@ -589,10 +589,10 @@ def test_released_vote_is_exact_string():
 
 
 # ---------------------------------------------------------------------------------------------
-# F. Self-play: the problem text must not leak into extraction (BR-40)
+# F. Self-play: the problem text must not leak into extraction
 # ---------------------------------------------------------------------------------------------
 
-def test_br40_only_response_tokens_are_read():
+def test_only_response_tokens_are_read():
     problem = r"Compute 17 × 3. (Hint: the result is \boxed{51}.)"
     responses = ["17 times 3 is fifty-one, I think.", "The product is 51."] * 4
     assert extract_answer(problem) == "51"  # the leak is real if prompt and response were joined

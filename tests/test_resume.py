@@ -1,5 +1,5 @@
 """Resume after SIGKILL: a run killed mid-step after a checkpoint, resumed with ``resume_mode=auto``,
-ends in the same state as an uninterrupted run with the same seed (BR-32). Three real runs of
+ends in the same state as an uninterrupted run with the same seed. Three real runs of
 ``python -m cpmobius.main`` (about 3 minutes on 2 cores)."""
 
 from __future__ import annotations

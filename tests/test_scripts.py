@@ -35,7 +35,7 @@ def test_script_prints_a_resolved_validated_config(script, experiment):
     assert cfg.actor_rollout_ref.rollout.name == "vllm" and cfg.trainer.n_gpus_per_node == 8
     assert "${" not in done.stdout  # fully resolved
     prompt, response = cfg.data.max_prompt_length, cfg.data.max_response_length
-    assert prompt + response <= (4096 if "qwen" in script else 131072)  # BR-31: Qwen2.5-Math has 4,096 positions
+    assert prompt + response <= (4096 if "qwen" in script else 131072)  # Qwen2.5-Math has 4,096 positions
     if "octothinker" in script or "nemotron" in script:
         assert cfg.player.verl.model.custom_chat_template.startswith("A conversation between User and Assistant")
 

@@ -35,7 +35,7 @@ from cpmobius.validation import DeltaTracker, load_validation_set
         ("The sky is blue today.", False, "no_question"),
         ("Sure! Here is a problem: what is 3 + 4?", False, "chatter"),
         ("Problem 1: What is 2+2?\nProblem 2: What is 3+3?", False, "several_problems"),
-        ("Compute 17 × 3. (Hint: the result is \\boxed{51}.)", False, "leaks_answer"),  # BR-40
+        ("Compute 17 × 3. (Hint: the result is \\boxed{51}.)", False, "leaks_answer"),  # the public answer-leak case
         ("Find x if 2x = 6. Answer: 3", False, "leaks_answer"),
         ("A bag holds 3 red and 5 blue marbles. What is the probability that two draws are red?", False, None),
         ("Find all real x with x^2 = 4.", False, None),
@@ -45,7 +45,7 @@ def test_problem_faults(text, truncated, reason):
     assert find_problem_fault(text, truncated, CoachSettings()) == reason
 
 
-def test_near_duplicates_are_dropped_br37():
+def test_near_duplicates_are_dropped():
     base = "A bag has {} red and {} blue marbles. Two marbles are drawn without replacement. What is the probability that both are red?"
     paraphrases = [base.format(3, 5), base.format(4, 6), base.format(2, 7), base.format(3, 5),
                    base.format(5, 5).replace("Two marbles", "Two balls"), base.format(1, 9).replace("both", "both of them")]
@@ -67,7 +67,7 @@ def boxed(answers):
 
 @pytest.mark.parametrize(
     ("agreeing", "kept"),
-    [(2, True), (8, True), (9, False), (5, True)],  # BR-21 boundary rows, n = 10
+    [(2, True), (8, True), (9, False), (5, True)],  # band boundary rows, n = 10
 )
 def test_band_is_inclusive_on_integer_counts(agreeing, kept):
     # the other rollouts all answer differently, so "7" (agreeing ≥ 2) is the unique plurality
@@ -81,7 +81,7 @@ def test_band_is_inclusive_on_integer_counts(agreeing, kept):
 
 def test_one_agreeing_rollout_is_below_the_band():
     # 1/10 agreement has a label only as a plurality over ties, e.g. against "no answer": 7 once, 9 no-answers
-    # is a no-answer majority; with counts alone, decide() gives below_band (BR-21: 1/10 dropped)
+    # is a no-answer majority; with counts alone, decide() gives below_band (1/10 dropped)
     assert decide("7", 1, 10, FilterSettings(), tie=False) == "below_band"
     assert decide("7", 2, 10, FilterSettings(), tie=False) is None
 
@@ -106,14 +106,14 @@ def test_equivalent_answers_form_one_cluster():
     assert outcome.pass_rate == pytest.approx(0.75) and outcome.agrees == [True, True, True, False]
 
 
-def test_truncated_rollouts_never_vote_br28():
+def test_truncated_rollouts_never_vote():
     texts = boxed(["12"] * 5) + ["\\boxed{9} and then I kept going"] * 2 + ["no box, cut off"]
     outcome = assign_pseudo_labels(texts, [False] * 5 + [True] * 3, 8, FilterSettings())[0]
     assert outcome.pseudo_label == "12" and outcome.pass_rate == pytest.approx(5 / 8)  # denominator stays n
     assert outcome.agrees[5:] == [False] * 3
 
 
-def test_everything_filtered_out_br21():
+def test_everything_filtered_out():
     groups = boxed(["4"] * 8) + boxed(["1", "2", "3", "5", "6", "7", "8", "9"])
     outcomes = assign_pseudo_labels(groups, [False] * 16, 8, FilterSettings())
     assert [o.kept for o in outcomes] == [False, False]
@@ -139,7 +139,7 @@ def test_player_reward_sits_on_the_last_response_token():
     assert rewards.tolist() == [[0, 0, 1, 0], [0, 0, 0, 0]]
 
 
-def test_grpo_advantages_hand_computed_and_zero_variance_br23():
+def test_grpo_advantages_hand_computed_and_zero_variance():
     mask = torch.ones(8, 3)
     rewards = player_token_rewards([True, True, False, False, True, True, True, True], mask)
     adv = grpo_advantages(rewards, mask, ["a"] * 4 + ["b"] * 4)
@@ -149,7 +149,7 @@ def test_grpo_advantages_hand_computed_and_zero_variance_br23():
     assert torch.equal(adv[4:], torch.zeros(4, 3))  # group b has no variance: exactly 0, no NaN
 
 
-def test_coach_reward_table_br39():
+def test_coach_reward_table():
     # P3: pass rate 0.5, Δt = +0.04 → paper 0.5 × 0.04 = 0.02; released 100·Δt = 4
     # paper: pass rate × Δt in points: 0.5 × 4 = 2.0
     assert coach_rewards("paper", 0.04, [0.5]) == pytest.approx([2.0])
@@ -160,7 +160,7 @@ def test_coach_reward_table_br39():
         coach_rewards("best_of_n", 0.1, [0.5])
 
 
-def test_coach_advantages_are_not_normalised_br25():
+def test_coach_advantages_are_not_normalised():
     rewards = coach_rewards("paper", 0.01, [0.95] * 7 + [0.0])  # Δt = one point
     adv = coach_advantages(rewards, torch.ones(8, 2))
     assert adv[7].tolist() == [0.0, 0.0] and adv[0].tolist() == pytest.approx([0.95, 0.95])

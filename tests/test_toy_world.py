@@ -85,7 +85,7 @@ def test_toy_warmup_data_uses_the_coach_prompt_of_the_loop_and_is_cached(tmp_pat
     assert len(rows) == 32
     for messages in rows:
         user, assistant = list(messages)
-        assert [dict(user)] == coach_prompt(INSTRUCTION)  # the SFT prompt is the RL prompt (issue 6)
+        assert [dict(user)] == coach_prompt(INSTRUCTION)  # the SFT prompt is the RL prompt
         assert assistant["role"] == "assistant" and tw.solve(assistant["content"]) is not None
     mtime = path.stat().st_mtime_ns
     assert tc.write_coach_warmup_data(path, INSTRUCTION, count=32, seed=3).stat().st_mtime_ns == mtime

@@ -83,7 +83,7 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
         start_warmup(cfg)
 
 def test_toy_warmup_raises_the_format_validity_of_coach_samples(tmp_path, model_cache):
-    """Issue 6: on the tiny CPU model, the share of Coach samples the Coach-output validator accepts is
+    """On the tiny CPU model, the share of Coach samples the Coach-output validator accepts is
     higher after the warm-up (verl's SFT trainer on toy problems in the messages format) than before."""
     from cpmobius.engine.config import compose_config
     from cpmobius.main import prepare_models

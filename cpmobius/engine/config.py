@@ -10,7 +10,7 @@ grafted second copy of them would silently read the other policy's values.
 Checked before Ray or any worker starts (`validate_run_config`, `validate_policy_config`): the run's
 own ``trainer``/``data`` keys (a step count, a logger, a length that only fails or misbehaves
 inside ``fit``), verl's dataclasses per policy, and that each policy's prompt + response budget fits
-its model's context (BR-31; read from the model folder's ``config.json`` when it is there).
+its model's context (Qwen2.5-Math has 4,096 tokens; read from the model folder's ``config.json`` when it is there).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def validate_run_config(cfg: DictConfig) -> None:
     if "trainer" in cfg:
         trainer = cfg.trainer
         # CPMöbius: the loop has no dataloader to derive a step count from (verl's null), and runs
-        # exactly this many steps; 0 or fewer would run none and exit 0 (BR-32).
+        # exactly this many steps; 0 or fewer would run none and exit 0 (a resume that silently skips work).
         _require_int(cfg, "trainer.total_training_steps", 1, what="must be a whole number of steps >= 1")
         # verl's convention: a positive k saves every k steps, -1 (its default) or 0 never; the loop
         # always saves the last step.
@@ -190,7 +190,7 @@ def check_context_fits(pcfg: DictConfig, name: str = "") -> None:
     model group states one, else the check is skipped.
 
     Raises:
-        ConfigError: naming the length keys, their sum and the model's context (BR-31).
+        ConfigError: naming the length keys, their sum and the model's context.
     """
     arr = pcfg.actor_rollout_ref
     override = OmegaConf.to_container(arr.model.get("override_config") or {}, resolve=True)

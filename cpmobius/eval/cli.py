@@ -4,7 +4,7 @@ r"""Benchmark evaluation CLI: generate, grade, tabulate (stage: evaluation).
     python -m cpmobius.eval --completions FILE.jsonl [FILE ...]       # score only (no GPU)
 
 Generate mode, per model: each benchmark's problems (`cpmobius.eval.data`: local copies, parquet or
-the hub) are prompted exactly as the released evaluation (notes/upstream_cpmobius.md §5.1: the
+the hub) are prompted exactly as the released evaluation (the
 instruction suffix stripped, the bare problem as the only user turn of the model's own chat
 template; `--answer-format auto` appends the \boxed{} instruction only to a template that lacks it, as
 in training), sampled k times with the released protocol (T=0.7, top-p 0.9, repetition penalty 1.05,

@@ -27,7 +27,7 @@ Answer keys (`answer_key`)
   answer with the cpmobius grader, the first element only with `grader=released`, as the released
   evaluation did). Needs the local copies or the released parquet files: the hub copies do not carry it.
 
-Prompts (notes/upstream_cpmobius.md §5.1): the verl suffix " Let's think step by step and output the
+Prompts (as the released evaluation): the verl suffix " Let's think step by step and output the
 final answer within \boxed{}." is stripped and the bare problem is the only user turn in the evaluated
 model's own chat template (no explicit system turn: Qwen2.5-Math's template inserts its default
 "Please reason step by step, and put your final answer within \boxed{}.").

@@ -18,7 +18,7 @@ The request logic is pure and CPU-testable: `plan_request` (samples asked × cop
 
 Departures from the released evaluation (`# CPMöbius:` in code): greedy decoding has no repetition
 penalty unless asked for (the released greedy 7B-Instruct validation inherited 1.05 from its
-sampling settings; issue 16: `--greedy` silently applied 1.05); the released harness expands each
+sampling settings; our `--greedy` once silently applied 1.05 too); the released harness expands each
 problem into k parquet rows and samples n=1 per row; we ask for k samples per prompt (`n=k`), which
 draws from the same distribution (greedy: n=1, copied). Seeds are ours (the released run set none),
 so reruns reproduce.
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Protocol, Sequence
 
 _LOG = logging.getLogger(__name__)
-# The released evaluation's repetition penalty when sampling (notes/upstream_cpmobius.md §5.1).
+# The released evaluation's repetition penalty when sampling.
 SAMPLED_REPETITION_PENALTY = 1.05
 
 

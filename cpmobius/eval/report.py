@@ -2,7 +2,7 @@ r"""Evaluation reports: the paper-order markdown table, the paper's published ro
 
 Stage: evaluation (reporting). Pure formatting of `cpmobius.eval.summary` summaries; the files a run
 writes (`write_results`). Published numbers (`PAPER_RESULTS`) are only those our notes quote
-(notes/upstream_cpmobius.md §5.4, the released README table); every other paper cell is "—".
+(the released README table); every other paper cell is "—".
 When OOD Avg leaves out a validation set other than AMC (`--validation-set`), the notes say which,
 and that a paper row's OOD Avg (without AMC) is then not comparable with ours.
 """
@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional, Sequence
 from cpmobius.eval.scoring import METRICS, PAPER_VALIDATION_SET, TABLE_COLUMNS
 
 PAPER_RESULTS: dict[str, dict[str, dict[str, float]]] = {
-    # Source: the released README's Results table as quoted in notes/upstream_cpmobius.md §5.4 (the
+    # Source: the released README's Results table as quoted in our notes (the
     # only published numbers in our notes). Per-benchmark cells are not in the notes: they stay "—".
     # Avg / OOD Avg as printed in that table (not recomputed; §5.4 lists where the table's OOD column
     # disagrees with the mean of its own columns).
@@ -170,7 +170,7 @@ def markdown_table(summary: Mapping[str, Any], paper_row: Optional[Mapping[str, 
     lines.append(f"k (responses per problem): {ks or '—'}. Cells: percent, [95% bootstrap CI over problems].")
     lines.extend(table_notes(summary, with_paper_rows=bool(rows)))
     if rows:
-        lines.append("Paper rows: the released README table (notes/upstream_cpmobius.md §5.4); "
+        lines.append("Paper rows: the released README table; "
                      "\"—\" where our notes give no published number.")
     return "\n".join(lines) + "\n"
 

@@ -20,14 +20,14 @@ which c are correct):
   either grader (the released grader's empty extraction included), so maj@k <= pass@k.
 * A response stopped by the token limit (`finish_reason` "length") while its final answer was
   still being written (`answer_cut_off`: `... \boxed 1` could have become `\boxed 12`) has no
-  answer with grader=cpmobius; an unterminated `\boxed{...` has none anyway (BR-13).
+  answer with grader=cpmobius; an unterminated `\boxed{...` has none anyway.
 * A response (or pseudo-label) is correct if it matches the gold `answer` or any `alt_answers`.
 * Grading failures: a response whose verdict was not reached (status "timeout" or "error" on one
   of its accepted answers, none correct) counts as wrong, and is counted per benchmark
   (`grading`: responses per status). A benchmark whose every grade failed raises `GradingError`
   (`check_batch`, as validation does in training) rather than report zeros.
 
-Default k (the released protocol, notes/upstream_cpmobius.md §5): 32, 32, 10, 5, 5, 5 for AIME24,
+Default k (the released protocol): 32, 32, 10, 5, 5, 5 for AIME24,
 AIME25, AMC, MATH-500, Minerva, OlympiadBench (`DEFAULT_K`); the reported k is what the
 completions hold, and `k_protocol` is listed beside it.
 
@@ -228,7 +228,7 @@ def answer_cut_off(response: Optional[str]) -> bool:
 
     The final answer of such a response is a guess at a prefix: `... \boxed 1` may have been going
     to be `\boxed 12`. Detected as "the extracted answer changes if the text went on" (one more digit
-    appended). An unterminated `\boxed{...` already has no answer (the grader's rule, BR-13).
+    appended). An unterminated `\boxed{...` already has no answer (the grader's rule).
     """
     if not response:
         return False

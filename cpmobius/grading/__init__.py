@@ -166,7 +166,7 @@ parent (PR_SET_PDEATHSIG from a long-lived spawner thread, plus a watchdog).
 
 `released` mode
 ---------------
-Reproduces the released code (notes/upstream_cpmobius.md §3.4, §5.2) for paper-faithful runs:
+Reproduces the released vote and evaluation for paper-faithful runs:
 the vote is exact string equality of verl's `last_boxed_only_string` (incl. its `\boxed `
 special case), a tie or a `None` majority gives no label and pass rate 0; `grade` is the released
 evaluation grader: `match_answer` heuristics, the character-set `str.strip` quirk, gold

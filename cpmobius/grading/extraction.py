@@ -126,7 +126,7 @@ def extract_answer(response: str | None, mode: str = "cpmobius") -> str | None:
         ValueError: unknown mode.
 
     Source: CPMöbius released code `main_ppo.py::MajorityVoteRewardManager` (last `\boxed{}`);
-    truncation and mention rules are ours (public_cases.md BR-01, BR-02, BR-13, BR-14, BR-40).
+    truncation and mention rules are ours (nested braces, close boxes, cut-off boxes, placeholders, leaks).
     """
     check_mode(mode)
     if not response:

@@ -1,6 +1,6 @@
 r"""`released` mode: the released code's vote and evaluation grader (stage: grading).
 
-Reproduces the released code (notes/upstream_cpmobius.md §3.4, §5.2) for paper-faithful runs:
+Reproduces the released vote and evaluation for paper-faithful runs:
 the vote is exact string equality of verl's `last_boxed_only_string`; `grade_batch` is the released
 evaluation grader (`match_answer` heuristics, the character-set `str.strip` quirk, gold
 `lstrip("0")`, a Qwen/PRIME-style `math_equal`). Its symbolic steps (`symbolic_equal`) run in the
@@ -130,7 +130,7 @@ def normalize_gold(gold: Any) -> str:
 
 def _extract_answer(response: str | None) -> str:
     """The released evaluation's answer of a response (empty: no answer)."""
-    # Released quirk (public case BR-36): str.strip with a phrase strips a *character set*.
+    # Released quirk: str.strip with a phrase strips a *character set*.
     return _match_answer(response or "").strip("The final answer is ").strip(". I hope it is correct.")
 
 

@@ -32,7 +32,7 @@ def majority_vote(responses: Sequence[str | None] | None = None, *,
         responses: (n,) response texts; their final answers are extracted. Give this or `answers`.
         answers: (n,) already extracted answers (None = no answer).
         truncated: optional (n,) flags; truncated responses (stopped by length) never vote and
-            count as unanswered (denominator stays n). CPMöbius rule for public case BR-28.
+            count as unanswered (denominator stays n). A CPMöbius rule.
         mode: "cpmobius" (equivalence clusters) or "released" (exact-string vote of the released
             code on verl's `last_boxed_only_string`).
         timeout_s: wall-clock budget in seconds for all slow comparisons of this vote.

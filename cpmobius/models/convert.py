@@ -5,7 +5,7 @@ dense ones; loading that way takes 30–75 s on 2 cores, the saved folder loads 
 loader attaches a quantizer that makes ``save_pretrained`` refuse; the weights are already dense,
 so it is dropped before saving.
 
-One EOS story (issue 16): the GGUF metadata leaves the tokenizer's EOS at ``<|endoftext|>``
+One EOS story (learnt on real models): the GGUF metadata leaves the tokenizer's EOS at ``<|endoftext|>``
 (Qwen2.5-Coder) or even ``<|im_start|>`` (SmolLM2), while the chat template ends every turn with
 ``<|im_end|>``. The converted folder says the same thing everywhere, as the upstream instruct
 releases do: tokenizer EOS = the template's end-of-turn token; padding = ``<|endoftext|>`` (never

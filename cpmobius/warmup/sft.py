@@ -278,7 +278,7 @@ def stop_process_group(process: subprocess.Popen, grace_s: float = 30.0) -> None
 def measure_coach_validity(
     model_dir: str | os.PathLike, cfg: Any, count: int = 128, seed: int = 0, batch_size: int = 64
 ) -> tuple[float, dict[str, int]]:
-    """The share of Coach samples that the Coach-output validator accepts (issue 6's warm-up check).
+    """The share of Coach samples that the Coach-output validator accepts (the warm-up's check).
 
     Samples ``count`` responses to the Coach prompt (`cpmobius.prompts.coach_prompt`, the chat template
     of the checkpoint's tokenizer) with the Coach's rollout temperature and response length, directly

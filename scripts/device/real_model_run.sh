@@ -25,7 +25,7 @@
 # model's AMC accuracy, ~5 %, makes Δt on 83 problems mostly noise), RUN_ARGS (more Hydra overrides),
 # EVAL_ARGS (cpmobius.eval options).
 #
-# The GPU step benchmark (issue 17, benchmarks/bench_step_gpu.py) goes through the same burst with
+# The GPU step benchmark (benchmarks/bench_step_gpu.py) goes through the same burst with
 # `bench_start` (MODEL=qwen2.5-coder-1.5b; BENCH_ARGS: the benchmark's options), `bench_poll [SECONDS]`
 # and `bench_finish` (its table, figures, compressed log, vLLM's start-up lines and, with --profile-startup, the model builds' profiles into
 # $OUT) in place of start / poll / finish; then `rollout_bench`: benchmarks/bench_rollout.py on the same model
@@ -140,7 +140,7 @@ pipeline)  # started by `start`; not meant to be called by hand
     --data-dir $WORK/data/eval --out $WORK/eval_trained $EVAL_ARGS > $WORK/eval_trained.log 2>&1
   echo "trained evaluation: exit $? in $(( $(date +%s) - t )) s" ;;
 
-bench_start)  # the GPU step benchmark (issue 17) instead of the training pipeline: MODEL=qwen2.5-coder-1.5b
+bench_start)  # the GPU step benchmark instead of the training pipeline: MODEL=qwen2.5-coder-1.5b
   prepare || exit $?
   # BENCH_ARGS: more options and Hydra overrides for benchmarks/bench_step_gpu.py.
   # shellcheck disable=SC2086
@@ -155,7 +155,7 @@ bench_poll)  # wait for the benchmark to end (or SECONDS), printing its progress
   bench_results_out  # with every poll: a machine lost between polls loses only the rest
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader ;;
 
-rollout_bench)  # issue 17 item 0: the HF rollout server on CUDA beside plain batched generate, on the staged model
+rollout_bench)  # the HF rollout server on CUDA beside plain batched generate, on the staged model
   env_setup
   base=$(python3 -m cpmobius.models path "$MODEL") || exit 5
   for mode in "" --no-full-determinism; do  # per-request seeds (the backend's default), then the global RNG
