@@ -19,7 +19,10 @@ Settings (``--settings``, comma-separated; default all, in this order):
 - ``dyn_rmpad_ckpt``: ``dyn_rmpad`` with gradient checkpointing (the released script's full fast path);
 - ``dyn2x_rmpad_ckpt``: the same with twice the token budget;
 - ``flex``: ``dyn_rmpad_ckpt`` with transformers' flex attention instead of sdpa (a block-sparse kernel
-  compiled by Triton: packed sequences cost their own attention only).
+  compiled by Triton: packed sequences cost their own attention only);
+- ``fused_triton``, ``fused_triton_2x``, ``fused_torch``: ``dyn_rmpad_ckpt`` (and twice its budget) with
+  verl's fused output layer (``model.use_fused_kernels``, Triton or plain-torch backend): log-probs and
+  entropy computed from the hidden states in chunks, never the whole logits tensor.
 
 Settings that need another model build (gradient checkpointing, the attention kernel) run in their own
 process; the others share one policy and differ only in the knobs verl reads per call. Each process warms
@@ -36,11 +39,12 @@ Usage (one GPU; verl, Ray and Hydra installed; no vLLM needed)::
     python benchmarks/bench_update_gpu.py --out /tmp/bench_update [--settings today,dyn_rmpad]
         [--compare benchmarks/results/<bench_step_gpu run>/bench_step_gpu.json] [hydra overrides ...]
 
-Figures on record (one H200, the paper preset's offload, 2026-12-03; benchmarks/results/h200_update_fastpath_2026-12-03/):
-micro-batches of one padded sequence: log-probs 47 s, reference 38 s, update 130 s (2.1-2.6 % MFU); dynamic batch
-size 8,192 + remove padding + gradient checkpointing (sdpa): 24, 22 and 78 s (3.8-4.6 %); the same at 28,000 tokens
-94 s for the update (61 GiB), with flex attention 67 s; without gradient checkpointing the packed update at 28,000
-tokens and the padded dynamic batches ran out of the GPU's 140 GB.
+Figures on record (one H200, the paper preset's offload, 2026-12-03; benchmarks/results/h200_update_fastpath_2026-12-03/
+and h200_update_fused_2026-12-03/): micro-batches of one padded sequence: log-probs 47 s, reference 38 s, update 130 s
+(2.1-2.6 % MFU); dynamic batch size 8,192 + remove padding + gradient checkpointing (sdpa): 25, 22 and 82 s; the same
+with verl's fused output layer (torch backend, the GPU presets): 7.6, 7.7 and 26 s (11-13 % MFU), Triton backend 35 s
+for the update; at 32,768 tokens a micro-batch 38 s (masked sdpa attends over the whole packed row); offload off
+changed nothing; flex attention with the fused layer: reference 4.8 s (21 %), update 23 s.
 
 ``--smoke`` runs a tiny shape on this machine's CPU (``backend=cpu``, 8 rows): a check of the benchmark
 itself, whose figures mean nothing. Writes ``bench_update_gpu.md`` and ``bench_update_gpu.json`` to
@@ -85,6 +89,22 @@ BUILDS = {
     "sdpa_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true"],
     "flex_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true",
                   "actor_rollout_ref.model.override_config.attn_implementation=flex_attention"],
+    # verl's fused output layer: log-probs and entropy from the last hidden states in chunks, so the
+    # (tokens x vocabulary) logits never exist and no per-token loop runs (verl's `logprobs_from_logits`
+    # without flash-attn's cross-entropy walks the packed row one token at a time).
+    "fused_triton_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true",
+                          "actor_rollout_ref.model.use_fused_kernels=true",
+                          "actor_rollout_ref.model.fused_kernel_options.impl_backend=triton"],
+    "fused_torch_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true",
+                         "actor_rollout_ref.model.use_fused_kernels=true",
+                         "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch"],
+    "fused_torch": ["actor_rollout_ref.model.enable_gradient_checkpointing=false",
+                    "actor_rollout_ref.model.use_fused_kernels=true",
+                    "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch"],
+    "flex_fused_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true",
+                        "actor_rollout_ref.model.override_config.attn_implementation=flex_attention",
+                        "actor_rollout_ref.model.use_fused_kernels=true",
+                        "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch"],
 }
 
 
@@ -111,6 +131,17 @@ def settings(budget: int) -> dict[str, Setting]:
                                     {"use_remove_padding": True, "use_dynamic_bsz": True, "max_token_len_per_gpu": 2 * budget}),
         "flex": Setting(f"dynamic bsz {budget} + remove padding + grad ckpt, flex attention", "flex_ckpt",
                         {"use_remove_padding": True, **dynamic}),
+        "fused_triton": Setting(f"dynamic bsz {budget} + remove padding + grad ckpt, fused output (triton)",
+                                "fused_triton_ckpt", {"use_remove_padding": True, **dynamic}),
+        "fused_triton_2x": Setting(f"dynamic bsz {2 * budget} + remove padding + grad ckpt, fused output (triton)",
+                                   "fused_triton_ckpt", {"use_remove_padding": True, "use_dynamic_bsz": True,
+                                                         "max_token_len_per_gpu": 2 * budget}),
+        "fused_torch": Setting(f"dynamic bsz {budget} + remove padding + grad ckpt, fused output (torch)",
+                               "fused_torch_ckpt", {"use_remove_padding": True, **dynamic}),
+        "fused_torch_nockpt": Setting(f"dynamic bsz {budget} + remove padding, fused output (torch)",
+                                      "fused_torch", {"use_remove_padding": True, **dynamic}),
+        "flex_fused": Setting(f"dynamic bsz {budget} + remove padding + grad ckpt, flex attention, fused output (torch)",
+                              "flex_fused_ckpt", {"use_remove_padding": True, **dynamic}),
     }
 
 

@@ -2,16 +2,19 @@
 
 For each knob of the fast path (remove padding: the sequences of a micro-batch packed into one row,
 attention kept inside each sequence from the position ids; dynamic batch size: micro-batches cut by a
-token budget; larger micro-batches; gradient checkpointing), one pass over the same rollouts with the
-knob on and off must give the same old and reference log-probs, entropies and the same update: loss
-terms and gradient norm within 1e-2 relative. Both policies train at learning rate 0, so the weights
-stay put and every pass sees the same model (checked at the end).
+token budget; larger micro-batches; gradient checkpointing; verl's fused output layer, which computes
+log-probs and entropy from the hidden states in chunks), one pass over the same rollouts with the knob on
+and off must give the same old and reference log-probs, entropies and the same update: loss terms and
+gradient norm within 1e-2 relative. Both policies train at learning rate 0, so the weights stay put and
+every pass sees the same model (checked at the end).
 
 The knobs that verl reads per call (``use_remove_padding``, ``use_dynamic_bsz``,
 ``max_token_len_per_gpu``, ``micro_batch_size_per_gpu``) are set per call, as verl's worker does from
-its config; gradient checkpointing is set when the model is built, so the Coach here is built with it
-and the Player without, from the same weights. One Ray start and two verl workers for the module
-(about 2 minutes on 2 cores, most of it start-up).
+its config; gradient checkpointing and the fused output layer are set when the model is built, so the
+Coach here is built with both and the Player with neither, from the same weights. The model's output
+layer is untied from its input embedding, as in Qwen2.5-Math-1.5B: verl then shards it as its own FSDP2
+unit, which the fused layer cannot read without our fix. One Ray start and two verl workers for the
+module (about 2 minutes on 2 cores, most of it start-up).
 
 `benchmarks/bench_update_gpu.py` measures what the knobs are worth on a GPU; ``tests/test_fast_path_gpu.py``
 repeats these checks on CUDA.
@@ -52,8 +55,9 @@ def knob_policy_class():
 def start_knob_policies(overrides: list[str], model_path: str) -> dict:
     """Ray and the two policies' verl workers (no rollout servers), both from ``model_path`` at LR 0.
 
-    The Player is built as configured, the Coach with gradient checkpointing; both with
-    ``use_remove_padding`` on, so verl's monkey patch for it is applied as in a fast-path run.
+    The Player is built as configured, the Coach with gradient checkpointing and verl's fused output
+    layer; both with ``use_remove_padding`` on, so verl's monkey patch for it is applied as in a
+    fast-path run.
     """
     import ray
 
@@ -66,7 +70,10 @@ def start_knob_policies(overrides: list[str], model_path: str) -> dict:
         "coach.verl.actor.entropy_coeff=-0.01",  # the Player's: the two updates must be the same loss
         "actor_rollout_ref.model.use_remove_padding=true",
         "++coach.verl.model.enable_gradient_checkpointing=true",
+        "++coach.verl.model.use_fused_kernels=true",
+        "++coach.verl.model.fused_kernel_options.impl_backend=torch",
         "++player.verl.model.enable_gradient_checkpointing=false",
+        "++player.verl.model.use_fused_kernels=false",
         *overrides,
     ])
     apply_env_to_driver(cfg)
@@ -125,13 +132,32 @@ def assert_same_pass(got: dict, want: dict, rtol: float = RTOL, atol: float = 1e
         assert got[key] == pytest.approx(want[key], rel=rtol, abs=atol), f"{key}: {got[key]} vs {want[key]}"
 
 
+def untied_tiny_model(folder: Path) -> Path:
+    """The toy's tiny Qwen2 with an output layer of its own (a perturbed copy of the input embedding)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cpmobius.toy.tiny_models import materialize_tiny_model
+
+    tied = materialize_tiny_model(folder / "tied", seed=3)
+    model = AutoModelForCausalLM.from_pretrained(tied)
+    embedding = model.get_input_embeddings().weight.detach()
+    torch.manual_seed(0)
+    model.config.tie_word_embeddings = False
+    model.lm_head = torch.nn.Linear(embedding.shape[1], embedding.shape[0], bias=False)
+    model.lm_head.weight = torch.nn.Parameter(embedding.clone() + 0.05 * torch.randn_like(embedding))
+    model.save_pretrained(folder / "untied")
+    AutoTokenizer.from_pretrained(tied).save_pretrained(folder / "untied")
+    reloaded = AutoModelForCausalLM.from_pretrained(folder / "untied")
+    assert reloaded.lm_head.weight.data_ptr() != reloaded.get_input_embeddings().weight.data_ptr()
+    return folder / "untied"
+
+
 @pytest.fixture(scope="module")
 def knob_policies(tmp_path_factory):
     import ray
 
-    from cpmobius.toy.tiny_models import materialize_tiny_model
-
-    path = materialize_tiny_model(tmp_path_factory.mktemp("models") / "tiny", seed=3)
+    path = untied_tiny_model(tmp_path_factory.mktemp("models"))
     policies = start_knob_policies(["backend=cpu", "data.max_response_length=48"], str(path))
     vocab = len(policies["player"].tokenizer)
     baseline = one_update(policies["player"], {}, vocab)
@@ -147,7 +173,7 @@ def test_a_per_call_knob_computes_the_same_pass(knob_policies, knob):
 
 
 @pytest.mark.slow
-def test_gradient_checkpointing_computes_the_same_update(knob_policies):
+def test_gradient_checkpointing_and_the_fused_output_layer_compute_the_same_update(knob_policies):
     policies, baseline, vocab = knob_policies
     assert_same_pass(one_update(policies["coach"], {}, vocab), baseline)
     assert_same_pass(one_update(policies["coach"], KNOBS["dynamic_bsz_remove_padding"], vocab), baseline)
@@ -178,6 +204,7 @@ def test_the_gpu_presets_turn_the_fast_path_on_and_validate(overrides):
         arr = pcfg.actor_rollout_ref
         assert arr.model.use_remove_padding and arr.actor.use_dynamic_bsz and arr.model.enable_gradient_checkpointing, name
         assert arr.rollout.log_prob_use_dynamic_bsz and arr.ref.log_prob_use_dynamic_bsz, name
+        assert arr.model.use_fused_kernels and arr.model.fused_kernel_options.impl_backend == "torch", name
         longest = int(arr.rollout.prompt_length) + int(arr.rollout.response_length)
         for budget in (arr.actor.ppo_max_token_len_per_gpu, arr.rollout.log_prob_max_token_len_per_gpu,
                        arr.ref.log_prob_max_token_len_per_gpu):
@@ -201,4 +228,26 @@ def test_the_cpu_backend_keeps_the_plain_path():
 
     for pcfg in build_policy_configs(compose_config(["backend=cpu"])).values():
         arr = pcfg.actor_rollout_ref
-        assert not arr.model.use_remove_padding and not arr.actor.use_dynamic_bsz
+        assert not arr.model.use_remove_padding and not arr.actor.use_dynamic_bsz and not arr.model.use_fused_kernels
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_an_untied_output_layer_stays_in_the_root_unit_only_under_the_fused_forward(monkeypatch, fused):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from verl.utils import fsdp_utils
+
+    from cpmobius.engine.worker import keep_fused_output_layer_in_root_unit
+
+    monkeypatch.setattr(fsdp_utils, "_select_fsdp2_wrap_targets", fsdp_utils._select_fsdp2_wrap_targets)
+    keep_fused_output_layer_in_root_unit()
+    keep_fused_output_layer_in_root_unit()  # idempotent: one wrapper, not two
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                         num_key_value_heads=1, vocab_size=64, tie_word_embeddings=False))
+    if fused:
+        model._verl_fused_kernels_backend = "torch"  # what verl's patch of the forward marks
+    targets = fsdp_utils._select_fsdp2_wrap_targets(model, ["Qwen2DecoderLayer"])
+    assert sum(type(module).__name__ == "Qwen2DecoderLayer" for module in targets) == 2
+    assert model.get_input_embeddings() in targets
+    assert (model.get_output_embeddings() in targets) is not fused
