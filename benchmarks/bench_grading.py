@@ -52,12 +52,18 @@ def _case(rng: random.Random) -> tuple[str, str]:
     if kind == "frac":
         p, q = rng.randint(1, 40), rng.randint(2, 40)
         a = p + w
-        return (f"\\frac{{{p}}}{{{q}}}",
-                rng.choice([f"\\frac{{{a}}}{{{q}}}", f"{a}/{q}", f"\\dfrac{{{a}}}{{{q}}}", f"\\frac{{{2 * a}}}{{{2 * q}}}"]))
+        return (
+            f"\\frac{{{p}}}{{{q}}}",
+            rng.choice(
+                [f"\\frac{{{a}}}{{{q}}}", f"{a}/{q}", f"\\dfrac{{{a}}}{{{q}}}", f"\\frac{{{2 * a}}}{{{2 * q}}}"]
+            ),
+        )
     if kind == "radical":
         k, m = rng.randint(1, 12), rng.choice([2, 3, 5, 6, 7, 10, 11])
         a = k + w
-        return f"{k}\\sqrt{{{m}}}", rng.choice([f"{a}\\sqrt{{{m}}}", f"\\sqrt{{{a * a * m}}}", f"\\frac{{{2 * a}\\sqrt{{{m}}}}}{{2}}"])
+        return f"{k}\\sqrt{{{m}}}", rng.choice(
+            [f"{a}\\sqrt{{{m}}}", f"\\sqrt{{{a * a * m}}}", f"\\frac{{{2 * a}\\sqrt{{{m}}}}}{{2}}"]
+        )
     if kind == "decimal":
         q = rng.choice([2, 4, 5, 8, 10, 20, 25])
         p = rng.randint(1, 3 * q)
@@ -134,10 +140,14 @@ def main() -> int:
 
     t_start = _cold_start()
     singles, t_single = _timed(lambda: [grading.grade(g, r) for g, r in zip(golds, responses)])
-    rows.append(("mix: grade() one by one, cold", f"{args.n / t_single:,.0f} answers/s", f"{t_single:.2f} s for {args.n}"))
+    rows.append(
+        ("mix: grade() one by one, cold", f"{args.n / t_single:,.0f} answers/s", f"{t_single:.2f} s for {args.n}")
+    )
     _cold_start()
     batch, t_batch = _timed(lambda: grading.grade_batch(golds, responses))
-    rows.append(("mix: grade_batch() pooled, cold", f"{args.n / t_batch:,.0f} answers/s", f"{t_batch:.2f} s; {batch.counts}"))
+    rows.append(
+        ("mix: grade_batch() pooled, cold", f"{args.n / t_batch:,.0f} answers/s", f"{t_batch:.2f} s; {batch.counts}")
+    )
     warm, t_warm = _timed(lambda: grading.grade_batch(golds, responses))
     rows.append(("mix: grade_batch() pooled, warm caches", f"{args.n / t_warm:,.0f} answers/s", f"{t_warm:.2f} s"))
     same = [a.correct for a in singles] == [b.correct for b in batch.results] == [c.correct for c in warm.results]
@@ -145,12 +155,20 @@ def main() -> int:
     rows.append(("mix: verdicts identical in the three runs", str(same), f"accuracy {acc:.3f} (~35% written wrong)"))
 
     rng = random.Random(args.seed + 1)
-    sym = [(f"\\alpha^2+{a}\\alpha+{b}", f"\\boxed{{{b + (rng.random() < 0.3)}+\\alpha(\\alpha+{a})}}")
-           for a in range(1, 21) for b in range(1, 16)]
+    sym = [
+        (f"\\alpha^2+{a}\\alpha+{b}", f"\\boxed{{{b + (rng.random() < 0.3)}+\\alpha(\\alpha+{a})}}")
+        for a in range(1, 21)
+        for b in range(1, 16)
+    ]
     _cold_start()
     sres, t_sym = _timed(lambda: grading.grade_batch([g for g, _ in sym], [r for _, r in sym]))
-    rows.append((f"math-verify only: {len(sym)} distinct pairs, pooled", f"{len(sym) / t_sym:,.0f} answers/s",
-                 f"{t_sym:.2f} s; {sres.counts}"))
+    rows.append(
+        (
+            f"math-verify only: {len(sym)} distinct pairs, pooled",
+            f"{len(sym) / t_sym:,.0f} answers/s",
+            f"{t_sym:.2f} s; {sres.counts}",
+        )
+    )
 
     ok_golds, ok_resps = golds[:64], responses[:64]
     patho = {
@@ -162,15 +180,27 @@ def main() -> int:
     passed = True
     for name, answers in patho.items():
         grading.grade(r"\alpha", r"\boxed{\alpha}")  # wait for replacements of workers killed before
-        res, t = _timed(lambda answers=answers: grading.grade_batch(
-            ["3"] * 64 + ok_golds, answers + ok_resps, timeout_s=args.timeout_s))
+        res, t = _timed(
+            lambda answers=answers: grading.grade_batch(
+                ["3"] * 64 + ok_golds, answers + ok_resps, timeout_s=args.timeout_s
+            )
+        )
         within = t <= args.timeout_s + 1.0
-        graded = all(r.status == "timeout" for r in res.results[:64]) and all(r.status == "ok" for r in res.results[64:])
+        graded = all(r.status == "timeout" for r in res.results[:64]) and all(
+            r.status == "ok" for r in res.results[64:]
+        )
         passed &= within and graded
-        rows.append((f"64 pathological: {name} + 64 ordinary", f"{t:.2f} s (timeout {args.timeout_s:g} s)",
-                     f"within timeout + 1 s: {within}; 64 timeouts and 64 ok: {graded}"))
+        rows.append(
+            (
+                f"64 pathological: {name} + 64 ordinary",
+                f"{t:.2f} s (timeout {args.timeout_s:g} s)",
+                f"within timeout + 1 s: {within}; 64 timeouts and 64 ok: {graded}",
+            )
+        )
     pool = isolation.get_pool()
-    rows.append(("pool", f"{pool.size} workers", f"start-up {t_start:.2f} s (not timed above); killed so far: {pool.kills}"))
+    rows.append(
+        ("pool", f"{pool.size} workers", f"start-up {t_start:.2f} s (not timed above); killed so far: {pool.kills}")
+    )
 
     w, v = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
     print(f"{'measurement':<{w}}  {'value':<{v}}  detail")
@@ -178,7 +208,9 @@ def main() -> int:
     for a, b, c in rows:
         print(f"{a:<{w}}  {b:<{v}}  {c}")
     passed &= args.n / t_batch >= 2000 and same
-    print(f"\nacceptance (>= 2,000 answers/s pooled, cold; pathological within timeout + 1 s): {'PASS' if passed else 'FAIL'}")
+    print(
+        f"\nacceptance (>= 2,000 answers/s pooled, cold; pathological within timeout + 1 s): {'PASS' if passed else 'FAIL'}"
+    )
     return 0 if passed else 1
 
 

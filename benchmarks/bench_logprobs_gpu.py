@@ -49,8 +49,9 @@ def paths(hidden, weight, labels) -> dict[str, Callable[[], tuple]]:
         layer = FusedLinearForPPO(impl_backend=backend)
 
         def run():
-            log_probs, entropy = layer.forward(hidden_states=hidden[None], vocab_weights=weight,
-                                               input_ids=labels[None], temperature=1.0)
+            log_probs, entropy = layer.forward(
+                hidden_states=hidden[None], vocab_weights=weight, input_ids=labels[None], temperature=1.0
+            )
             return log_probs, entropy
 
         return run
@@ -93,9 +94,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     hidden = torch.randn(args.tokens, HIDDEN, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     weight = (torch.randn(VOCAB, HIDDEN, device="cuda", dtype=torch.bfloat16) * 0.02).requires_grad_(True)
     labels = torch.randint(0, VOCAB, (args.tokens,), device="cuda")
-    lines = [f"## Output-layer log-probs, {args.tokens:,} tokens a micro-batch (hidden {HIDDEN}, vocabulary {VOCAB:,}, bf16)",
-             "", "| path | pass | ms per micro-batch | µs per token | s for the paper batch | max abs diff vs vectorized |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"## Output-layer log-probs, {args.tokens:,} tokens a micro-batch (hidden {HIDDEN}, vocabulary {VOCAB:,}, bf16)",
+        "",
+        "| path | pass | ms per micro-batch | µs per token | s for the paper batch | max abs diff vs vectorized |",
+        "|---|---|---|---|---|---|",
+    ]
     table = paths(hidden, weight, labels)
     with torch.no_grad():
         reference = table["vectorized"]()[0].float()
@@ -105,9 +109,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                 diff = float((fn()[0].float().reshape(-1) - reference).abs().max())
             for backward in (False, True):
                 seconds = time_path(fn, hidden, weight, backward, args.repeats)
-                lines.append(f"| {name} | {'forward + backward' if backward else 'forward'} | {1e3 * seconds:.1f} | "
-                             f"{1e6 * seconds / args.tokens:.2f} | {seconds * PAPER_BATCH_TOKENS / args.tokens:.1f} | "
-                             f"{diff:.2e} |")
+                lines.append(
+                    f"| {name} | {'forward + backward' if backward else 'forward'} | {1e3 * seconds:.1f} | "
+                    f"{1e6 * seconds / args.tokens:.2f} | {seconds * PAPER_BATCH_TOKENS / args.tokens:.1f} | "
+                    f"{diff:.2e} |"
+                )
         except Exception as error:  # one path failing (a missing kernel) must not lose the others
             lines.append(f"| {name} | failed: {type(error).__name__}: {str(error).splitlines()[0][:120]} | | | | |")
         print(lines[-1], flush=True)

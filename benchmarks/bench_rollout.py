@@ -34,8 +34,11 @@ def make_server(new_tokens: int, cache: str, model: str | None, full_determinism
     from cpmobius.engine.hf_server import HFGenerationServer
     from cpmobius.toy.tiny_models import materialize_tiny_model
 
-    overrides = [f"model.cache_dir={cache}", f"data.max_response_length={new_tokens}",
-                 f"actor_rollout_ref.rollout.full_determinism={full_determinism}"]
+    overrides = [
+        f"model.cache_dir={cache}",
+        f"data.max_response_length={new_tokens}",
+        f"actor_rollout_ref.rollout.full_determinism={full_determinism}",
+    ]
     if model:
         overrides += [f"model.player_path={model}", f"model.coach_path={model}", "data.max_prompt_length=256"]
     if torch.cuda.is_available():
@@ -57,8 +60,17 @@ def plain_generate(server, prompts: list[list[int]], new_tokens: int) -> tuple[f
     sync()
     start = time.perf_counter()
     with torch.no_grad():
-        out = server.model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=1.0,
-                                    top_k=None, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=pad)
+        out = server.model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=None,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            pad_token_id=pad,
+        )
     sync()
     return time.perf_counter() - start, int((out.shape[1] - width) * len(prompts))
 
@@ -67,7 +79,9 @@ async def run(server, prompts: list[list[int]], concurrent: bool, new_tokens: in
     params = {"temperature": 1.0, "max_tokens": new_tokens, "ignore_eos": True}
     start = time.perf_counter()
     if concurrent:
-        outputs = await asyncio.gather(*[server.generate(p, dict(params), request_id=str(i)) for i, p in enumerate(prompts)])
+        outputs = await asyncio.gather(
+            *[server.generate(p, dict(params), request_id=str(i)) for i, p in enumerate(prompts)]
+        )
     else:
         outputs = [await server.generate(p, dict(params), request_id=str(i)) for i, p in enumerate(prompts)]
     elapsed = time.perf_counter() - start
@@ -81,8 +95,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--serial-requests", type=int, default=8, help="requests timed one at a time")
     parser.add_argument("--model", default=None, help="a HF model folder (default: the toy's tiny Qwen2)")
-    parser.add_argument("--no-full-determinism", dest="full_determinism", action="store_false",
-                        help="sample from the global RNG instead of per-request seeds")
+    parser.add_argument(
+        "--no-full-determinism",
+        dest="full_determinism",
+        action="store_false",
+        help="sample from the global RNG instead of per-request seeds",
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as cache:
@@ -118,14 +136,18 @@ def main() -> None:
         loop.close()
     threads = torch.get_num_threads()
     where = torch.cuda.get_device_name(0) if server.device.type == "cuda" else f"CPU, torch threads {threads}"
-    print(f"HF rollout, {args.model or 'tiny Qwen2'} ({sum(p.numel() for p in server.model.parameters()):,} params), "
-          f"{args.new_tokens} new tokens/request, {where}, full_determinism={args.full_determinism}, "
-          f"median of {args.repeats}")
+    print(
+        f"HF rollout, {args.model or 'tiny Qwen2'} ({sum(p.numel() for p in server.model.parameters()):,} params), "
+        f"{args.new_tokens} new tokens/request, {where}, full_determinism={args.full_determinism}, "
+        f"median of {args.repeats}"
+    )
     print(f"{'mode':<22} {'tokens/s':>10} {'s/request or batch':>20}")
     for label, rate, latency in rows:
         print(f"{label:<22} {rate:>10.0f} {latency:>20.3f}")
-    print(f"batched / one-at-a-time throughput: {rows[1][1] / rows[0][1]:.1f}x; "
-          f"server batched / plain generate: {rows[1][1] / rows[2][1]:.2f}x")
+    print(
+        f"batched / one-at-a-time throughput: {rows[1][1] / rows[0][1]:.1f}x; "
+        f"server batched / plain generate: {rows[1][1] / rows[2][1]:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -59,8 +59,12 @@ sys.path.insert(0, str(REPO))
 from cpmobius.engine.timing import COMPUTE_OPS, SWITCH_OPS, op_marks, op_metrics, split_step  # noqa: E402
 
 PAPER_SHAPE = [
-    "experiment=paper_qwen_1p5b", "model=qwen2p5_coder_1p5b", "backend=vllm", "trainer.n_gpus_per_node=1",
-    "warmup.enabled=false", "trainer.logger=[file]",
+    "experiment=paper_qwen_1p5b",
+    "model=qwen2p5_coder_1p5b",
+    "backend=vllm",
+    "trainer.n_gpus_per_node=1",
+    "warmup.enabled=false",
+    "trainer.logger=[file]",
 ]
 TOY = ["trainer.logger=[file]", "warmup.enabled=false", "filter.quota=2", "player.n=4", "validation.size=8"]
 # Filter settings per phase: the released fixed oversampling; adaptive oversampling; adaptive oversampling
@@ -91,7 +95,9 @@ class MemorySampler:
             return
         self._process = subprocess.Popen(
             ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-lms", str(period_ms)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -130,8 +136,13 @@ def stage_op_seconds(loop: Any, policies: dict[str, Any], since: float) -> dict[
     return {name: dict(ops) for name, ops in result.items()}
 
 
-def run_loop_steps(loop: Any, phases: list[tuple[str, int]], memory: MemorySampler, rows: list[dict[str, Any]],
-                   on_step: Callable[[], None] = lambda: None) -> None:
+def run_loop_steps(
+    loop: Any,
+    phases: list[tuple[str, int]],
+    memory: MemorySampler,
+    rows: list[dict[str, Any]],
+    on_step: Callable[[], None] = lambda: None,
+) -> None:
     """Step 0's validation, then the phases' steps as `CoachPlayerLoop.fit` runs them (no checkpoints).
 
     Each step's figures are appended to ``rows``; ``on_step`` is called after each (results written as they come).
@@ -143,11 +154,24 @@ def run_loop_steps(loop: Any, phases: list[tuple[str, int]], memory: MemorySampl
     with loop.timed("validation"):
         result = loop._measure_validation()
     loop.delta.start(result.accuracy)
-    rows.append({"phase": "step 0", "step": 0, "val/accuracy": result.accuracy, "timing_s/validation": time.perf_counter() - started,
-             "stage_ops": stage_op_seconds(loop, policies, started), "peak_mib": memory.peak(started)})
-    print(f"[bench] step 0 validation: accuracy {result.accuracy:.3f} in {rows[0]['timing_s/validation']:.1f} s", flush=True)
+    rows.append(
+        {
+            "phase": "step 0",
+            "step": 0,
+            "val/accuracy": result.accuracy,
+            "timing_s/validation": time.perf_counter() - started,
+            "stage_ops": stage_op_seconds(loop, policies, started),
+            "peak_mib": memory.peak(started),
+        }
+    )
+    print(
+        f"[bench] step 0 validation: accuracy {result.accuracy:.3f} in {rows[0]['timing_s/validation']:.1f} s",
+        flush=True,
+    )
     for phase, count in phases:
-        loop.settings = dataclasses.replace(loop.settings, filter=dataclasses.replace(loop.settings.filter, **PHASES[phase]))
+        loop.settings = dataclasses.replace(
+            loop.settings, filter=dataclasses.replace(loop.settings.filter, **PHASES[phase])
+        )
         for _ in range(count):
             switches = loop.player.guard.switches
             tokens = dict(loop.state.generated_tokens)
@@ -157,14 +181,21 @@ def run_loop_steps(loop: Any, phases: list[tuple[str, int]], memory: MemorySampl
             ended = time.perf_counter()
             metrics["timing_s/step"] = ended - started
             metrics.update(op_metrics(loop.policies, marks))
-            row = {"phase": phase, "step": loop.state.step, **metrics,
-                   "engine_switches": loop.player.guard.switches - switches,
-                   "tokens": {k: v - tokens.get(k, 0) for k, v in loop.state.generated_tokens.items()},
-                   "stage_ops": stage_op_seconds(loop, policies, started), "peak_mib": memory.peak(started, ended)}
+            row = {
+                "phase": phase,
+                "step": loop.state.step,
+                **metrics,
+                "engine_switches": loop.player.guard.switches - switches,
+                "tokens": {k: v - tokens.get(k, 0) for k, v in loop.state.generated_tokens.items()},
+                "stage_ops": stage_op_seconds(loop, policies, started),
+                "peak_mib": memory.peak(started, ended),
+            }
             rows.append(row)
-            print(f"[bench] step {row['step']} ({phase}): {row['timing_s/step']:.1f} s, {row['filter/attempts']:.0f} attempts, "
-                  f"kept {row['filter/kept']:.0f}, {row['engine_switches']} engine switches, val {row.get('val/accuracy', float('nan')):.3f}",
-                  flush=True)
+            print(
+                f"[bench] step {row['step']} ({phase}): {row['timing_s/step']:.1f} s, {row['filter/attempts']:.0f} attempts, "
+                f"kept {row['filter/kept']:.0f}, {row['engine_switches']} engine switches, val {row.get('val/accuracy', float('nan')):.3f}",
+                flush=True,
+            )
             on_step()
 
 
@@ -193,18 +224,33 @@ def run_yardstick(loop: Any, steps: int, prompts: int, memory: MemorySampler) ->
         agrees = [bool(r.correct) for r in grade_batch(golds, texts).results]
         grading = time.perf_counter() - grading_started
         mask = batch.batch["response_mask"]
-        batch.batch["advantages"] = grpo_advantages(player_token_rewards(agrees, mask), mask, batch.non_tensor_batch["uid"])
+        batch.batch["advantages"] = grpo_advantages(
+            player_token_rewards(agrees, mask), mask, batch.non_tensor_batch["uid"]
+        )
         batch.batch["old_log_probs"], _ = player.compute_log_probs(batch)
         if player.uses_reference:
             batch.batch["ref_log_prob"] = player.compute_ref_log_probs(batch)
         player.update(batch)
         ended = time.perf_counter()
         ops = player.ops.seconds_since(mark)
-        rows.append({"step": index + 1, "timing_s/step": ended - started, "ops": ops, "grading_s": grading,
-                     "engine_switches": player.guard.switches - switches, "reward_mean": sum(agrees) / len(agrees),
-                     "tokens": int(mask.sum()), "peak_mib": memory.peak(started, ended), **split_step(ended - started, ops)})
-        print(f"[bench] plain GRPO step {index + 1}: {ended - started:.1f} s (generate {ops.get('generate', 0):.1f}, "
-              f"update {ops.get('update', 0):.1f}), reward {rows[-1]['reward_mean']:.2f}", flush=True)
+        rows.append(
+            {
+                "step": index + 1,
+                "timing_s/step": ended - started,
+                "ops": ops,
+                "grading_s": grading,
+                "engine_switches": player.guard.switches - switches,
+                "reward_mean": sum(agrees) / len(agrees),
+                "tokens": int(mask.sum()),
+                "peak_mib": memory.peak(started, ended),
+                **split_step(ended - started, ops),
+            }
+        )
+        print(
+            f"[bench] plain GRPO step {index + 1}: {ended - started:.1f} s (generate {ops.get('generate', 0):.1f}, "
+            f"update {ops.get('update', 0):.1f}), reward {rows[-1]['reward_mean']:.2f}",
+            flush=True,
+        )
     return rows
 
 
@@ -246,14 +292,22 @@ def operation_peaks(policies: dict[str, Any], memory: MemorySampler) -> dict[str
     return dict(sorted(peaks.items()))
 
 
-def summarize(rows: list[dict[str, Any]], yardstick: list[dict[str, Any]], startup: dict[str, float],
-              checkpoint_s: Optional[float], memory: MemorySampler, memory_limit_mib: float,
-              op_peaks: dict[str, float]) -> tuple[str, dict[str, Any]]:
+def summarize(
+    rows: list[dict[str, Any]],
+    yardstick: list[dict[str, Any]],
+    startup: dict[str, float],
+    checkpoint_s: Optional[float],
+    memory: MemorySampler,
+    memory_limit_mib: float,
+    op_peaks: dict[str, float],
+) -> tuple[str, dict[str, Any]]:
     """The benchmark's table (markdown) and its figures."""
     steps = [r for r in rows if r["step"] > 0]
     phases = list(dict.fromkeys(r["phase"] for r in steps))
-    lines = ["| stage | " + " | ".join(f"{p} (s, mean of {sum(r['phase'] == p for r in steps)})" for p in phases) + " |",
-             "|---|" + "---|" * len(phases)]
+    lines = [
+        "| stage | " + " | ".join(f"{p} (s, mean of {sum(r['phase'] == p for r in steps)})" for p in phases) + " |",
+        "|---|" + "---|" * len(phases),
+    ]
 
     def per_phase(fn) -> list[float]:
         return [_mean([fn(r) for r in steps if r["phase"] == p]) for p in phases]
@@ -284,22 +338,40 @@ def summarize(rows: list[dict[str, Any]], yardstick: list[dict[str, Any]], start
     row("Coach attempts per step", per_phase(lambda r: r.get("filter/attempts", 0)), "{:.1f}")
     for stage, op_stage in (("coach", "coach"), ("player_rollouts", "difficulty_filter"), ("validation", "validation")):
         row(f"tokens generated: {stage}", per_phase(lambda r, s=stage: r["tokens"].get(s, 0)), "{:,.0f}")
-        row(f"tokens/s: {stage}", per_phase(lambda r, s=stage, o=op_stage: r["tokens"].get(s, 0) / max(r["stage_ops"].get(o, {}).get("generate", 0.0), 1e-9)),
-            "{:,.0f}")
+        row(
+            f"tokens/s: {stage}",
+            per_phase(
+                lambda r, s=stage, o=op_stage: (
+                    r["tokens"].get(s, 0) / max(r["stage_ops"].get(o, {}).get("generate", 0.0), 1e-9)
+                )
+            ),
+            "{:,.0f}",
+        )
     row("peak GPU memory (GiB, whole device)", per_phase(lambda r: (r["peak_mib"] or 0) / 1024), "{:.1f}")
-    figures: dict[str, Any] = {"phases": phases, "steps": steps, "step0": rows[0] if rows else None, "startup_s": startup,
-                               "checkpoint_s": checkpoint_s, "operation_peak_mib": op_peaks}
+    figures: dict[str, Any] = {
+        "phases": phases,
+        "steps": steps,
+        "step0": rows[0] if rows else None,
+        "startup_s": startup,
+        "checkpoint_s": checkpoint_s,
+        "operation_peak_mib": op_peaks,
+    }
     text = ["## CPMöbius step", "", *lines, ""] if steps else []
     if yardstick:
         plain = plain_step_seconds(yardstick)
-        text += ["## Plain GRPO step (same Player, 16 fixed prompts x n, no Coach / filter / validation)", "",
-                 "| step | seconds | generate | log-probs + ref | update | wake/sleep | grading | overhead share | tokens | switches |",
-                 "|---|---|---|---|---|---|---|---|---|---|"]
+        text += [
+            "## Plain GRPO step (same Player, 16 fixed prompts x n, no Coach / filter / validation)",
+            "",
+            "| step | seconds | generate | log-probs + ref | update | wake/sleep | grading | overhead share | tokens | switches |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for y in yardstick:
             o = y["ops"]
-            text.append(f"| {y['step']} | {y['timing_s/step']:.1f} | {o.get('generate', 0):.1f} | {o.get('log_prob', 0) + o.get('ref_log_prob', 0):.1f} | "
-                        f"{o.get('update', 0):.1f} | {o.get('wake', 0) + o.get('sleep', 0):.1f} | {y['grading_s']:.1f} | "
-                        f"{100 * y['overhead_share']:.1f} % | {y['tokens']:,} | {y['engine_switches']} |")
+            text.append(
+                f"| {y['step']} | {y['timing_s/step']:.1f} | {o.get('generate', 0):.1f} | {o.get('log_prob', 0) + o.get('ref_log_prob', 0):.1f} | "
+                f"{o.get('update', 0):.1f} | {o.get('wake', 0) + o.get('sleep', 0):.1f} | {y['grading_s']:.1f} | "
+                f"{100 * y['overhead_share']:.1f} % | {y['tokens']:,} | {y['engine_switches']} |"
+            )
         text.append("")
         if steps:
             text += [f"| phase | CPMöbius step ÷ plain GRPO step ({plain:.1f} s) |", "|---|---|"]
@@ -311,17 +383,23 @@ def summarize(rows: list[dict[str, Any]], yardstick: list[dict[str, Any]], start
     text += ["## Peak GPU memory by operation (whole device, GiB)", "", "| operation | peak |", "|---|---|"]
     text += [f"| {op} | {mib / 1024:.1f} |" for op, mib in op_peaks.items()]
     text += ["", "## Start-up", "", "| phase | seconds |", "|---|---|"]
-    text += [f"| {k} | {v:.1f} |" if not k.startswith("total") else f"| **{k}** | {v:.1f} |" for k, v in startup.items()]
+    text += [
+        f"| {k} | {v:.1f} |" if not k.startswith("total") else f"| **{k}** | {v:.1f} |" for k, v in startup.items()
+    ]
     text += ["", "The two policies build their models at once, so their model-init rows overlap.", ""]
     if rows:
-        text.append(f"Step-0 validation: {rows[0]['timing_s/validation']:.1f} s, accuracy {rows[0]['val/accuracy']:.3f}.")
+        text.append(
+            f"Step-0 validation: {rows[0]['timing_s/validation']:.1f} s, accuracy {rows[0]['val/accuracy']:.3f}."
+        )
     if checkpoint_s is not None:
         text.append(f"One Player checkpoint (model, optimizer, extra state): {checkpoint_s:.2f} s.")
     peak = memory.peak()
     if peak is not None:
         figures["peak_mib"] = peak
-        text.append(f"Peak GPU memory over the whole run: {peak / 1024:.1f} GiB (limit for an 80 GB A800: "
-                    f"{memory_limit_mib / 1024:.1f} GiB): {'within' if peak <= memory_limit_mib else 'OVER'}.")
+        text.append(
+            f"Peak GPU memory over the whole run: {peak / 1024:.1f} GiB (limit for an 80 GB A800: "
+            f"{memory_limit_mib / 1024:.1f} GiB): {'within' if peak <= memory_limit_mib else 'OVER'}."
+        )
     return "\n".join(text) + "\n", figures
 
 
@@ -366,9 +444,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--yardstick-steps", type=int, default=2)
     parser.add_argument("--yardstick-prompts", type=int, default=16)
     parser.add_argument("--checkpoint", action="store_true", help="time one Player checkpoint save (then deleted)")
-    parser.add_argument("--memory-gb", type=float, default=80.0, help="the GPU memory to emulate (vLLM's share is scaled to it)")
-    parser.add_argument("--profile-startup", action="store_true",
-                        help="profile each policy's model build (cProfile, <out>/profiles/); slows the build it times")
+    parser.add_argument(
+        "--memory-gb", type=float, default=80.0, help="the GPU memory to emulate (vLLM's share is scaled to it)"
+    )
+    parser.add_argument(
+        "--profile-startup",
+        action="store_true",
+        help="profile each policy's model build (cProfile, <out>/profiles/); slows the build it times",
+    )
     parser.add_argument("--toy", action="store_true", help="the embedded default's tiny models on CPU (smoke test)")
     args, overrides = parser.parse_known_args(argv)
     phases = parse_phases(args.phases)
@@ -377,7 +460,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     from cpmobius.engine.config import compose_config
 
     base = TOY if args.toy else PAPER_SHAPE
-    cfg = compose_config([*base, f"trainer.default_local_dir={args.out / 'run'}", "trainer.resume_mode=disable", *overrides])
+    cfg = compose_config(
+        [*base, f"trainer.default_local_dir={args.out / 'run'}", "trainer.resume_mode=disable", *overrides]
+    )
     memory = MemorySampler()
     limit_mib = args.memory_gb * 1024
     if not args.toy:
@@ -386,10 +471,20 @@ def main(argv: Optional[list[str]] = None) -> int:
         total_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
         share = float(cfg.actor_rollout_ref.rollout.gpu_memory_utilization)
         scaled = round(share * min(1.0, args.memory_gb * 1e9 / 2**30 / total_gib), 3)
-        cfg = compose_config([*base, f"trainer.default_local_dir={args.out / 'run'}", "trainer.resume_mode=disable",
-                              f"actor_rollout_ref.rollout.gpu_memory_utilization={scaled}", *overrides])
-        print(f"[bench] vLLM gpu_memory_utilization {share} of {args.memory_gb:.0f} GB → {scaled} of this "
-              f"{total_gib:.0f} GiB device", flush=True)
+        cfg = compose_config(
+            [
+                *base,
+                f"trainer.default_local_dir={args.out / 'run'}",
+                "trainer.resume_mode=disable",
+                f"actor_rollout_ref.rollout.gpu_memory_utilization={scaled}",
+                *overrides,
+            ]
+        )
+        print(
+            f"[bench] vLLM gpu_memory_utilization {share} of {args.memory_gb:.0f} GB → {scaled} of this "
+            f"{total_gib:.0f} GiB device",
+            flush=True,
+        )
     from cpmobius.main import build_loop
 
     if args.profile_startup:  # cProfile slows the builds it profiles: the start-up figures are then not clean
@@ -403,6 +498,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     yardstick: list[dict[str, Any]] = []
     checkpoint_s = None
     signal.signal(signal.SIGTERM, _interrupt)  # a stopped benchmark still writes what it measured
+
     def write() -> None:  # after every step: what was measured is kept when a later part fails or is stopped
         write_results(args.out, rows, yardstick, startup, checkpoint_s, memory, limit_mib, loop, startup_peak)
 

@@ -59,10 +59,15 @@ DEFAULT_VARIANTS = ["full", "no_coach_update", "no_filter", "no_warmup"]
 def prepare_seed(seed: int, extra: list[str]) -> None:
     """Pretrain (or find cached) the toy models and warm-up data of one seed, before its runs start, so
     that runs of one seed never pretrain into the same folder at the same time."""
-    command = [sys.executable, "-c", "import sys; from cpmobius.engine.config import compose_config; "
-               "from cpmobius.main import prepare_models; from cpmobius.settings import load_settings; "
-               "cfg = compose_config(sys.argv[1:]); prepare_models(cfg, load_settings(cfg))",
-               f"seed={seed}", *extra]
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from cpmobius.engine.config import compose_config; "
+        "from cpmobius.main import prepare_models; from cpmobius.settings import load_settings; "
+        "cfg = compose_config(sys.argv[1:]); prepare_models(cfg, load_settings(cfg))",
+        f"seed={seed}",
+        *extra,
+    ]
     subprocess.run(command, cwd=REPO, check=True)
 
 
@@ -70,8 +75,15 @@ def run_one(out: Path, variant: str, seed: int, extra: list[str]) -> tuple[Path,
     """One default run of ``variant`` with ``seed`` in ``out/<variant>_seed<seed>``; returns (folder, wall seconds)."""
     run_dir = out / f"{variant}_seed{seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "cpmobius.main", f"trainer.default_local_dir={run_dir}",
-               f"seed={seed}", *VARIANTS[variant], *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "cpmobius.main",
+        f"trainer.default_local_dir={run_dir}",
+        f"seed={seed}",
+        *VARIANTS[variant],
+        *extra,
+    ]
     started = time.perf_counter()
     with open(run_dir / "bench.log", "a") as log:
         done = subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
@@ -91,12 +103,23 @@ def summarize_run(run_dir: Path) -> dict[str, float]:
     xs, accuracy = series(steps, "val/accuracy")
     if not xs or xs[0] != 0 or len(xs) < 2:
         raise ValueError(f"{run_dir}: no validation before and after the steps")
-    row = {"start": accuracy[0], "end": accuracy[-1], "gain": accuracy[-1] - accuracy[0], "steps": xs[-1],
-           "peak": max(accuracy), "end_last3": statistics.fmean(accuracy[-3:]),
-           "gain_last3": statistics.fmean(accuracy[-3:]) - accuracy[0]}
-    for key, name in (("pseudo_label/kept_accuracy", "kept_label_ok"), ("coach/valid_frac", "coach_valid"),
-                      ("filter/kept", "kept"), ("player/response_length/mean", "player_len"),
-                      ("coach/difficulty_mean", "coach_level"), ("filter/attempts", "attempts")):
+    row = {
+        "start": accuracy[0],
+        "end": accuracy[-1],
+        "gain": accuracy[-1] - accuracy[0],
+        "steps": xs[-1],
+        "peak": max(accuracy),
+        "end_last3": statistics.fmean(accuracy[-3:]),
+        "gain_last3": statistics.fmean(accuracy[-3:]) - accuracy[0],
+    }
+    for key, name in (
+        ("pseudo_label/kept_accuracy", "kept_label_ok"),
+        ("coach/valid_frac", "coach_valid"),
+        ("filter/kept", "kept"),
+        ("player/response_length/mean", "player_len"),
+        ("coach/difficulty_mean", "coach_level"),
+        ("filter/attempts", "attempts"),
+    ):
         values = series(steps, key)[1]
         row[name] = statistics.fmean(values) if values else float("nan")
     kept_xs, kept_ok = series(steps, "pseudo_label/kept_accuracy")
@@ -121,8 +144,11 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 def acceptance(row: dict[str, float]) -> bool:
     """The acceptance bar, per seed: end (mean of the last 3) ≥ 0.8 × peak and ≥ start + 0.25; kept pseudo-label
     accuracy over the last 5 steps ≥ 0.6."""
-    return (row["end_last3"] >= 0.8 * row["peak"] and row["end_last3"] >= row["start"] + 0.25
-            and row["kept_label_ok_last5"] >= 0.6)
+    return (
+        row["end_last3"] >= 0.8 * row["peak"]
+        and row["end_last3"] >= row["start"] + 0.25
+        and row["kept_label_ok_last5"] >= 0.6
+    )
 
 
 def format_table(results: dict[str, list[dict[str, float]]]) -> str:
@@ -142,7 +168,9 @@ def format_table(results: dict[str, list[dict[str, float]]]) -> str:
             difference = "—"
         else:
             diff, diff_se = mean_se(paired)
-            difference = f"{diff:+.3f} ± {diff_se:.3f}" + (" (> 2 SE)" if len(paired) > 1 and diff > 2 * diff_se else "")
+            difference = f"{diff:+.3f} ± {diff_se:.3f}" + (
+                " (> 2 SE)" if len(paired) > 1 and diff > 2 * diff_se else ""
+            )
         lines.append(
             f"| {variant} | {len(rows)} | {statistics.fmean(r['start'] for r in rows):.3f} | "
             f"{statistics.fmean(r['end_last3'] for r in rows):.3f} | {gain:+.3f} ± {gain_se:.3f} | {difference} | "
@@ -158,7 +186,8 @@ def format_seeds(rows: list[dict[str, float]]) -> str:
     return "\n".join(
         f"seed {r['seed']}: start {r['start']:.3f} peak {r['peak']:.3f} end(last 3) {r['end_last3']:.3f} "
         f"kept pseudo-label right (last 5) {r['kept_label_ok_last5']:.2f} -> {'meets' if acceptance(r) else 'misses'} the bar"
-        for r in rows)
+        for r in rows
+    )
 
 
 def format_off_levels(results: dict[str, list[dict[str, float]]]) -> str:
@@ -166,7 +195,9 @@ def format_off_levels(results: dict[str, list[dict[str, float]]]) -> str:
     return "\n".join(
         f"{variant}: Coach problems outside the levels {statistics.fmean(r['coach_other_first3'] for r in rows):.2f}"
         f" → {statistics.fmean(r['coach_other_last3'] for r in rows):.2f} (first 3 → last 3 steps)"
-        for variant, rows in results.items() if rows)
+        for variant, rows in results.items()
+        if rows
+    )
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -176,8 +207,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (each uses about one core)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "bench_toy_learning")
     parser.add_argument("--report-only", action="store_true", help="print the table of finished runs, run nothing")
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (e.g. trainer.total_training_steps=10), "
-                        "before or after the options")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="Hydra overrides for every run (e.g. trainer.total_training_steps=10), before or after the options",
+    )
     argv = sys.argv[1:] if argv is None else argv
     # A Hydra override (key=value) may follow a list option (`--variants full filter.band_low=0.1`), where
     # argparse alone would read it as a variant or a seed.
@@ -190,7 +224,9 @@ def main(argv: Optional[list[str]] = None) -> None:
             prepare_seed(seed, args.overrides)
         runs = [(variant, seed) for variant in args.variants for seed in args.seeds]
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for (variant, seed), (_, wall_s) in zip(runs, pool.map(lambda vs: run_one(args.out, *vs, args.overrides), runs)):
+            for (variant, seed), (_, wall_s) in zip(
+                runs, pool.map(lambda vs: run_one(args.out, *vs, args.overrides), runs)
+            ):
                 print(f"[bench] {variant} seed {seed}: {wall_s:.0f} s", flush=True)
     results: dict[str, list[dict[str, float]]] = {v: [] for v in args.variants}
     for variant in args.variants:

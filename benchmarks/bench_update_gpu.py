@@ -69,42 +69,78 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 # Qwen2.5-Math-1.5B's shape (its config.json), untied embeddings as in Qwen2.5-Math-1.5B.
-SHAPE_1P5B = {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28, "num_attention_heads": 12,
-              "num_key_value_heads": 2, "vocab_size": 151936, "max_position_embeddings": 4096,
-              "tie_word_embeddings": False}
-SHAPE_SMOKE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-               "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 4096, "tie_word_embeddings": False}
+SHAPE_1P5B = {
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "vocab_size": 151936,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+}
+SHAPE_SMOKE = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 512,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+}
 MEASURED_MATMUL_TFLOPS = 790.0  # an 8192³ bf16 matrix product on the lent H200 (769-798 measured there)
 OPERATIONS = ("log_prob", "ref_log_prob", "update")
 FLOPS_PER_PARAM_TOKEN = {"log_prob": 2, "ref_log_prob": 2, "update": 6}
 
-GPU_BASE = ["experiment=paper_qwen_1p5b", "model=qwen2p5_coder_1p5b", "backend=cuda_hf", "trainer.n_gpus_per_node=1",
-            "warmup.enabled=false", "trainer.logger=[file]"]
-SMOKE_BASE = ["backend=cpu", "trainer.logger=[file]", "warmup.enabled=false", "data.max_prompt_length=24",
-              "data.max_response_length=48"]
+GPU_BASE = [
+    "experiment=paper_qwen_1p5b",
+    "model=qwen2p5_coder_1p5b",
+    "backend=cuda_hf",
+    "trainer.n_gpus_per_node=1",
+    "warmup.enabled=false",
+    "trainer.logger=[file]",
+]
+SMOKE_BASE = [
+    "backend=cpu",
+    "trainer.logger=[file]",
+    "warmup.enabled=false",
+    "data.max_prompt_length=24",
+    "data.max_response_length=48",
+]
 # Model builds: what a setting fixes when the model is built (remove padding is on in each, so verl's
 # monkey patch for it is applied as in a fast-path run; per-call knobs then choose the path).
 BUILDS = {
     "sdpa": ["actor_rollout_ref.model.enable_gradient_checkpointing=false"],
     "sdpa_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true"],
-    "flex_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true",
-                  "actor_rollout_ref.model.override_config.attn_implementation=flex_attention"],
+    "flex_ckpt": [
+        "actor_rollout_ref.model.enable_gradient_checkpointing=true",
+        "actor_rollout_ref.model.override_config.attn_implementation=flex_attention",
+    ],
     # verl's fused output layer: log-probs and entropy from the last hidden states in chunks, so the
     # (tokens x vocabulary) logits never exist and no per-token loop runs (verl's `logprobs_from_logits`
     # without flash-attn's cross-entropy walks the packed row one token at a time).
-    "fused_triton_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true",
-                          "actor_rollout_ref.model.use_fused_kernels=true",
-                          "actor_rollout_ref.model.fused_kernel_options.impl_backend=triton"],
-    "fused_torch_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true",
-                         "actor_rollout_ref.model.use_fused_kernels=true",
-                         "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch"],
-    "fused_torch": ["actor_rollout_ref.model.enable_gradient_checkpointing=false",
-                    "actor_rollout_ref.model.use_fused_kernels=true",
-                    "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch"],
-    "flex_fused_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true",
-                        "actor_rollout_ref.model.override_config.attn_implementation=flex_attention",
-                        "actor_rollout_ref.model.use_fused_kernels=true",
-                        "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch"],
+    "fused_triton_ckpt": [
+        "actor_rollout_ref.model.enable_gradient_checkpointing=true",
+        "actor_rollout_ref.model.use_fused_kernels=true",
+        "actor_rollout_ref.model.fused_kernel_options.impl_backend=triton",
+    ],
+    "fused_torch_ckpt": [
+        "actor_rollout_ref.model.enable_gradient_checkpointing=true",
+        "actor_rollout_ref.model.use_fused_kernels=true",
+        "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch",
+    ],
+    "fused_torch": [
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        "actor_rollout_ref.model.use_fused_kernels=true",
+        "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch",
+    ],
+    "flex_fused_ckpt": [
+        "actor_rollout_ref.model.enable_gradient_checkpointing=true",
+        "actor_rollout_ref.model.override_config.attn_implementation=flex_attention",
+        "actor_rollout_ref.model.use_fused_kernels=true",
+        "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch",
+    ],
 }
 
 
@@ -121,27 +157,51 @@ def settings(budget: int) -> dict[str, Setting]:
     """The benchmark's settings, in table order, with the dynamic batch size's token budget ``budget``."""
     dynamic = {"use_dynamic_bsz": True, "max_token_len_per_gpu": budget}
     return {
-        "today": Setting("micro-batch 1, padded (preset before)", "sdpa",
-                         {"use_remove_padding": False, "use_dynamic_bsz": False, "micro_batch_size_per_gpu": 1}),
+        "today": Setting(
+            "micro-batch 1, padded (preset before)",
+            "sdpa",
+            {"use_remove_padding": False, "use_dynamic_bsz": False, "micro_batch_size_per_gpu": 1},
+        ),
         "dyn_rmpad": Setting(f"dynamic bsz {budget} + remove padding", "sdpa", {"use_remove_padding": True, **dynamic}),
         "dyn_padded": Setting(f"dynamic bsz {budget}, padded", "sdpa", {"use_remove_padding": False, **dynamic}),
-        "dyn_rmpad_ckpt": Setting(f"dynamic bsz {budget} + remove padding + grad ckpt", "sdpa_ckpt",
-                                  {"use_remove_padding": True, **dynamic}),
-        "dyn2x_rmpad_ckpt": Setting(f"dynamic bsz {2 * budget} + remove padding + grad ckpt", "sdpa_ckpt",
-                                    {"use_remove_padding": True, "use_dynamic_bsz": True, "max_token_len_per_gpu": 2 * budget}),
-        "flex": Setting(f"dynamic bsz {budget} + remove padding + grad ckpt, flex attention", "flex_ckpt",
-                        {"use_remove_padding": True, **dynamic}),
-        "fused_triton": Setting(f"dynamic bsz {budget} + remove padding + grad ckpt, fused output (triton)",
-                                "fused_triton_ckpt", {"use_remove_padding": True, **dynamic}),
-        "fused_triton_2x": Setting(f"dynamic bsz {2 * budget} + remove padding + grad ckpt, fused output (triton)",
-                                   "fused_triton_ckpt", {"use_remove_padding": True, "use_dynamic_bsz": True,
-                                                         "max_token_len_per_gpu": 2 * budget}),
-        "fused_torch": Setting(f"dynamic bsz {budget} + remove padding + grad ckpt, fused output (torch)",
-                               "fused_torch_ckpt", {"use_remove_padding": True, **dynamic}),
-        "fused_torch_nockpt": Setting(f"dynamic bsz {budget} + remove padding, fused output (torch)",
-                                      "fused_torch", {"use_remove_padding": True, **dynamic}),
-        "flex_fused": Setting(f"dynamic bsz {budget} + remove padding + grad ckpt, flex attention, fused output (torch)",
-                              "flex_fused_ckpt", {"use_remove_padding": True, **dynamic}),
+        "dyn_rmpad_ckpt": Setting(
+            f"dynamic bsz {budget} + remove padding + grad ckpt", "sdpa_ckpt", {"use_remove_padding": True, **dynamic}
+        ),
+        "dyn2x_rmpad_ckpt": Setting(
+            f"dynamic bsz {2 * budget} + remove padding + grad ckpt",
+            "sdpa_ckpt",
+            {"use_remove_padding": True, "use_dynamic_bsz": True, "max_token_len_per_gpu": 2 * budget},
+        ),
+        "flex": Setting(
+            f"dynamic bsz {budget} + remove padding + grad ckpt, flex attention",
+            "flex_ckpt",
+            {"use_remove_padding": True, **dynamic},
+        ),
+        "fused_triton": Setting(
+            f"dynamic bsz {budget} + remove padding + grad ckpt, fused output (triton)",
+            "fused_triton_ckpt",
+            {"use_remove_padding": True, **dynamic},
+        ),
+        "fused_triton_2x": Setting(
+            f"dynamic bsz {2 * budget} + remove padding + grad ckpt, fused output (triton)",
+            "fused_triton_ckpt",
+            {"use_remove_padding": True, "use_dynamic_bsz": True, "max_token_len_per_gpu": 2 * budget},
+        ),
+        "fused_torch": Setting(
+            f"dynamic bsz {budget} + remove padding + grad ckpt, fused output (torch)",
+            "fused_torch_ckpt",
+            {"use_remove_padding": True, **dynamic},
+        ),
+        "fused_torch_nockpt": Setting(
+            f"dynamic bsz {budget} + remove padding, fused output (torch)",
+            "fused_torch",
+            {"use_remove_padding": True, **dynamic},
+        ),
+        "flex_fused": Setting(
+            f"dynamic bsz {budget} + remove padding + grad ckpt, flex attention, fused output (torch)",
+            "flex_fused_ckpt",
+            {"use_remove_padding": True, **dynamic},
+        ),
     }
 
 
@@ -171,8 +231,13 @@ def write_model(folder: Path, shape: dict, device: str) -> int:
     from cpmobius.toy.tiny_models import build_char_tokenizer
 
     tokenizer = build_char_tokenizer()
-    config = Qwen2Config(**shape, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, torch_dtype="bfloat16")
+    config = Qwen2Config(
+        **shape,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="bfloat16",
+    )
     torch.manual_seed(0)
     with torch.device(device):
         model = Qwen2ForCausalLM(config).to(torch.bfloat16)
@@ -277,10 +342,17 @@ def run_build(args: argparse.Namespace, build: str, names: list[str]) -> dict[st
 
     table = settings(args.budget)
     started = time.perf_counter()
-    overrides = [*(SMOKE_BASE if args.smoke else GPU_BASE), f"model.player_path={args.model}",
-                 f"model.coach_path={args.model}", f"trainer.default_local_dir={args.out / 'run'}",
-                 "actor_rollout_ref.model.use_remove_padding=true", "actor_rollout_ref.actor.use_dynamic_bsz=true",
-                 f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={args.budget}", *BUILDS[build], *args.overrides]
+    overrides = [
+        *(SMOKE_BASE if args.smoke else GPU_BASE),
+        f"model.player_path={args.model}",
+        f"model.coach_path={args.model}",
+        f"trainer.default_local_dir={args.out / 'run'}",
+        "actor_rollout_ref.model.use_remove_padding=true",
+        "actor_rollout_ref.actor.use_dynamic_bsz=true",
+        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={args.budget}",
+        *BUILDS[build],
+        *args.overrides,
+    ]
     cfg = compose_config(overrides)
     apply_env_to_driver(cfg)
     import cpmobius.engine.extensions  # noqa: F401  (the platform in the driver)
@@ -293,28 +365,43 @@ def run_build(args: argparse.Namespace, build: str, names: list[str]) -> dict[st
     print(f"[bench] build {build}: policy up in {startup_s:.1f} s", flush=True)
 
     vocab = int(args.shape["vocab_size"])
-    width_p, width_r = int(config.actor_rollout_ref.rollout.prompt_length), int(config.actor_rollout_ref.rollout.response_length)
+    width_p, width_r = (
+        int(config.actor_rollout_ref.rollout.prompt_length),
+        int(config.actor_rollout_ref.rollout.response_length),
+    )
     prompts, responses = rollout_lengths(args.rows, args.smoke, args.seed)
     warm_p, warm_r = rollout_lengths(8, True, args.seed + 1)
     results, warm_ups = {}, {}
     for name in names:
         policy.knobs = table[name].knobs
         # First calls of a path pay one-off costs (kernel selection, mask code, compilation): 8 short rows first.
-        warm_ups[name] = time_passes(policy, synthetic_rollouts(warm_p, warm_r, vocab, width_p, width_r, seed=args.seed + 1))
-        batch = synthetic_rollouts(prompts, responses, vocab, width_p, width_r, seed=args.seed)  # the same rows each time
+        warm_ups[name] = time_passes(
+            policy, synthetic_rollouts(warm_p, warm_r, vocab, width_p, width_r, seed=args.seed + 1)
+        )
+        batch = synthetic_rollouts(
+            prompts, responses, vocab, width_p, width_r, seed=args.seed
+        )  # the same rows each time
         results[name] = time_passes(policy, batch)
         print(f"[bench] {name}: {json.dumps(results[name])} (warm-up {json.dumps(warm_ups[name])})", flush=True)
     ray.shutdown()
-    return {"build": build, "budget_tokens": args.budget, "startup_s": startup_s, "rows": len(batch),
-            "tokens": int(batch.batch["attention_mask"].sum()), "response_tokens": int(batch.batch["response_mask"].sum()),
-            "settings": results, "warm_ups": warm_ups}
+    return {
+        "build": build,
+        "budget_tokens": args.budget,
+        "startup_s": startup_s,
+        "rows": len(batch),
+        "tokens": int(batch.batch["attention_mask"].sum()),
+        "response_tokens": int(batch.batch["response_mask"].sum()),
+        "settings": results,
+        "warm_ups": warm_ups,
+    }
 
 
 # ---------------------------------------------------------------------------- the table
 
 
-def summarize(parts: list[dict[str, Any]], params: int, peak_tflops: float, budget: int,
-              compare: Optional[dict[str, float]]) -> tuple[str, dict[str, Any]]:
+def summarize(
+    parts: list[dict[str, Any]], params: int, peak_tflops: float, budget: int, compare: Optional[dict[str, float]]
+) -> tuple[str, dict[str, Any]]:
     """The table (markdown) and the figures (JSON) of the processes run so far."""
     rows = []
     for part in parts:
@@ -325,32 +412,57 @@ def summarize(parts: list[dict[str, Any]], params: int, peak_tflops: float, budg
                 row = {"setting": name, "label": table[name].label, "op": op, **result}
                 if "s" in result:
                     flops = FLOPS_PER_PARAM_TOKEN[op] * params * part["tokens"]
-                    row.update(tflops=flops / result["s"] / 1e12, mfu=flops / result["s"] / (peak_tflops * 1e12),
-                               of_matmul=flops / result["s"] / (MEASURED_MATMUL_TFLOPS * 1e12),
-                               tokens_per_s=part["tokens"] / result["s"])
+                    row.update(
+                        tflops=flops / result["s"] / 1e12,
+                        mfu=flops / result["s"] / (peak_tflops * 1e12),
+                        of_matmul=flops / result["s"] / (MEASURED_MATMUL_TFLOPS * 1e12),
+                        tokens_per_s=part["tokens"] / result["s"],
+                    )
                 rows.append(row)
-    lines = [f"| setting | pass | s | TFLOP/s | MFU (of {peak_tflops:.0f}) | of measured {MEASURED_MATMUL_TFLOPS:.0f} | "
-             "tokens/s | peak allocated GiB | peak reserved GiB |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| setting | pass | s | TFLOP/s | MFU (of {peak_tflops:.0f}) | of measured {MEASURED_MATMUL_TFLOPS:.0f} | "
+        "tokens/s | peak allocated GiB | peak reserved GiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
         if "s" in row:
-            lines.append(f"| {row['label']} | {row['op']} | {row['s']:.1f} | {row['tflops']:.0f} | {100 * row['mfu']:.1f} % | "
-                         f"{100 * row['of_matmul']:.1f} % | {row['tokens_per_s']:,.0f} | {row['peak_allocated_gib']:.1f} | "
-                         f"{row['peak_reserved_gib']:.1f} |")
+            lines.append(
+                f"| {row['label']} | {row['op']} | {row['s']:.1f} | {row['tflops']:.0f} | {100 * row['mfu']:.1f} % | "
+                f"{100 * row['of_matmul']:.1f} % | {row['tokens_per_s']:,.0f} | {row['peak_allocated_gib']:.1f} | "
+                f"{row['peak_reserved_gib']:.1f} |"
+            )
         else:
-            lines.append(f"| {row['label']} | {row['op']} | {'out of memory' if 'OutOfMemory' in row['error'] else 'not run' if row['error'].startswith('not run') else 'failed'} | | | | | | |")
+            lines.append(
+                f"| {row['label']} | {row['op']} | {'out of memory' if 'OutOfMemory' in row['error'] else 'not run' if row['error'].startswith('not run') else 'failed'} | | | | | | |"
+            )
     first = parts[0] if parts else {"rows": 0, "tokens": 0, "response_tokens": 0}
-    text = ["## Player passes by fast-path setting", "", *lines, "",
-            f"{first['rows']} rollouts, {first['tokens']:,} tokens ({first['response_tokens']:,} response tokens); "
-            f"{params / 1e9:.2f} B parameters; FLOPs 2 (forward) or 6 (update) × parameters × tokens.",
-            "Policy start-up per model build: " + ", ".join(f"{p['build']} {p['startup_s']:.0f} s" for p in parts) + "."]
+    text = [
+        "## Player passes by fast-path setting",
+        "",
+        *lines,
+        "",
+        f"{first['rows']} rollouts, {first['tokens']:,} tokens ({first['response_tokens']:,} response tokens); "
+        f"{params / 1e9:.2f} B parameters; FLOPs 2 (forward) or 6 (update) × parameters × tokens.",
+        "Policy start-up per model build: " + ", ".join(f"{p['build']} {p['startup_s']:.0f} s" for p in parts) + ".",
+    ]
     failed = sorted({row["label"] for row in rows if "error" in row})
     if failed:
         text.append("Failed: " + "; ".join(failed) + " (the errors are in the JSON).")
     if compare:
-        text.append("The step benchmark's plain GRPO step (--compare): " +
-                    ", ".join(f"{op} {compare[op]:.1f} s" for op in OPERATIONS if op in compare) + ".")
-    figures = {"params": params, "peak_tflops": peak_tflops, "measured_matmul_tflops": MEASURED_MATMUL_TFLOPS,
-               "budget_tokens": budget, "parts": parts, "rows": rows, "compare": compare}
+        text.append(
+            "The step benchmark's plain GRPO step (--compare): "
+            + ", ".join(f"{op} {compare[op]:.1f} s" for op in OPERATIONS if op in compare)
+            + "."
+        )
+    figures = {
+        "params": params,
+        "peak_tflops": peak_tflops,
+        "measured_matmul_tflops": MEASURED_MATMUL_TFLOPS,
+        "budget_tokens": budget,
+        "parts": parts,
+        "rows": rows,
+        "compare": compare,
+    }
     return "\n".join(text) + "\n", figures
 
 
@@ -359,13 +471,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--settings", default=None, help="comma-separated setting names (default: all)")
     parser.add_argument("--rows", type=int, default=None, help="rollouts in the batch (default 256; smoke 8)")
-    parser.add_argument("--budget", type=int, default=None, help="dynamic batch size: tokens per micro-batch (default 28000)")
+    parser.add_argument(
+        "--budget", type=int, default=None, help="dynamic batch size: tokens per micro-batch (default 28000)"
+    )
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="the MFU's peak (dense bf16, datasheet)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--compare", type=Path, default=None, help="a bench_step_gpu.json whose plain step's passes to show")
-    parser.add_argument("--smoke", action="store_true", help="a tiny shape on this machine's CPU (checks the benchmark)")
-    parser.add_argument("--summarize", type=Path, nargs="+", default=None,
-                        help="only rebuild the table from these part_*.json files (of one or several runs)")
+    parser.add_argument(
+        "--compare", type=Path, default=None, help="a bench_step_gpu.json whose plain step's passes to show"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny shape on this machine's CPU (checks the benchmark)"
+    )
+    parser.add_argument(
+        "--summarize",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="only rebuild the table from these part_*.json files (of one or several runs)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one model build, run in its own process
     parser.add_argument("--model", type=Path, default=None, help=argparse.SUPPRESS)
     args, args.overrides = parser.parse_known_args(argv)
@@ -405,9 +528,26 @@ def main(argv: Optional[list[str]] = None) -> int:
         parts = []
         for build in builds:
             chosen = [n for n in names if table[n].build == build]
-            command = [sys.executable, __file__, "--out", str(args.out), "--child", build, "--model", folder,
-                       "--settings", ",".join(chosen), "--rows", str(args.rows), "--budget", str(args.budget),
-                       "--seed", str(args.seed), *(["--smoke"] if args.smoke else []), *args.overrides]
+            command = [
+                sys.executable,
+                __file__,
+                "--out",
+                str(args.out),
+                "--child",
+                build,
+                "--model",
+                folder,
+                "--settings",
+                ",".join(chosen),
+                "--rows",
+                str(args.rows),
+                "--budget",
+                str(args.budget),
+                "--seed",
+                str(args.seed),
+                *(["--smoke"] if args.smoke else []),
+                *args.overrides,
+            ]
             code = subprocess.call(command)
             part_file = args.out / f"part_{build}.json"
             if code != 0 or not part_file.exists():

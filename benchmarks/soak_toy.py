@@ -99,8 +99,13 @@ def disk_usage(run_dir: Path) -> dict[str, float]:
 def object_store_mb() -> float | None:
     """Ray's object store in use, from ``ray memory --stats-only`` (None when it cannot be read)."""
     try:
-        out = subprocess.run(["ray", "memory", "--stats-only", "--address", "auto"], capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "RAY_AUTH_MODE": "token"})  # the run's Ray asks for its token
+        out = subprocess.run(
+            ["ray", "memory", "--stats-only", "--address", "auto"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "RAY_AUTH_MODE": "token"},
+        )  # the run's Ray asks for its token
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r"Plasma memory usage (\d+(?:\.\d+)?) MiB", out.stdout)
@@ -132,23 +137,33 @@ def latest_checkpoint(run_dir: Path) -> int:
 
 
 def start(command: list[str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(command, cwd=REPO, stdout=log.open("a"), stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+    return subprocess.Popen(
+        command,
+        cwd=REPO,
+        stdout=log.open("a"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
 
 
 def format_row(row: dict) -> str:
     mem, disk = row["memory_mb"], row["disk_mb"]
     store = "-" if row["object_store_mb"] is None else f"{row['object_store_mb']:.1f}"
-    return (f"| {row['step']:>4} | {row['launch']} | {mem.get('driver', 0):>7.0f} | {mem.get('fsdp_workers', 0):>7.0f} | "
-            f"{mem.get('rollout_servers', 0):>7.0f} | {mem.get('agent_loop', 0):>6.0f} | {mem.get('gcs', 0):>5.0f} | "
-            f"{mem.get('ray_other', 0) + mem.get('graders', 0):>7.0f} | "
-            f"{mem.get('total', 0):>7.0f} | {disk['checkpoints']:>8.1f} | {disk['metrics']:>6.2f} | {disk['problem_archive']:>6.2f} | "
-            f"{disk['ray_logs']:>6.1f} | {row['disk_mb_per_step']:>6.2f} | {store:>6} | {row['step_s_mean']:>6.2f} |")
+    return (
+        f"| {row['step']:>4} | {row['launch']} | {mem.get('driver', 0):>7.0f} | {mem.get('fsdp_workers', 0):>7.0f} | "
+        f"{mem.get('rollout_servers', 0):>7.0f} | {mem.get('agent_loop', 0):>6.0f} | {mem.get('gcs', 0):>5.0f} | "
+        f"{mem.get('ray_other', 0) + mem.get('graders', 0):>7.0f} | "
+        f"{mem.get('total', 0):>7.0f} | {disk['checkpoints']:>8.1f} | {disk['metrics']:>6.2f} | {disk['problem_archive']:>6.2f} | "
+        f"{disk['ray_logs']:>6.1f} | {row['disk_mb_per_step']:>6.2f} | {store:>6} | {row['step_s_mean']:>6.2f} |"
+    )
 
 
-HEADER = ("| step | launch | driver MB | FSDP workers MB | rollout servers MB | agent loop MB | Ray GCS MB | other MB | "
-          "total MB | checkpoints MB | metrics MB | archive MB | Ray logs MB | disk MB/step | object store MB | step s |\n"
-          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+HEADER = (
+    "| step | launch | driver MB | FSDP workers MB | rollout servers MB | agent loop MB | Ray GCS MB | other MB | "
+    "total MB | checkpoints MB | metrics MB | archive MB | Ray logs MB | disk MB/step | object store MB | step s |\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,14 +171,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the run folder and the soak's results")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--every", type=int, default=25, help="a row every this many steps")
-    parser.add_argument("--kill-at", type=int, default=None, help="kill after this step's checkpoint (default: steps // 2; 0: never)")
+    parser.add_argument(
+        "--kill-at", type=int, default=None, help="kill after this step's checkpoint (default: steps // 2; 0: never)"
+    )
     parser.add_argument("--kill-signal", choices=["TERM", "KILL"], default="TERM")
     args, overrides = parser.parse_known_args(argv)
     kill_at = args.steps // 2 if args.kill_at is None else args.kill_at
     run_dir = (args.out / "run").absolute()
     args.out.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "cpmobius.main", f"trainer.total_training_steps={args.steps}",
-               f"trainer.default_local_dir={run_dir}", *overrides]
+    command = [
+        sys.executable,
+        "-m",
+        "cpmobius.main",
+        f"trainer.total_training_steps={args.steps}",
+        f"trainer.default_local_dir={run_dir}",
+        *overrides,
+    ]
     log = args.out / "soak_run.log"
     rows: list[dict] = []
     md = args.out / "soak.md"
@@ -174,14 +197,22 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         time.sleep(2)
         step, times = steps_done(run_dir)
-        if step >= next_row and process.poll() is None or (process.poll() is not None and step > last_step and step >= args.steps):
+        if (
+            step >= next_row
+            and process.poll() is None
+            or (process.poll() is not None and step > last_step and step >= args.steps)
+        ):
             disk = disk_usage(run_dir)
             recent = times[last_step:step] if step > last_step else times[-1:]
             row = {
-                "step": step, "launch": launch, "memory_mb": memory_by_kind(process.pid), "disk_mb": disk,
+                "step": step,
+                "launch": launch,
+                "memory_mb": memory_by_kind(process.pid),
+                "disk_mb": disk,
                 "disk_mb_per_step": (disk["run_dir"] - last_disk) / max(step - last_step, 1),
                 "object_store_mb": object_store_mb() if process.poll() is None else None,
-                "step_s_mean": sum(recent) / max(len(recent), 1), "wall_s": time.time() - began,
+                "step_s_mean": sum(recent) / max(len(recent), 1),
+                "wall_s": time.time() - began,
             }
             rows.append(row)
             line = format_row(row)
@@ -201,14 +232,19 @@ def main(argv: list[str] | None = None) -> int:
                     except psutil.NoSuchProcess:
                         pass
             code = process.wait(timeout=300)
-            print(f"killed after step {latest_checkpoint(run_dir)} (SIG{args.kill_signal}, exit {code}); resuming", flush=True)
+            print(
+                f"killed after step {latest_checkpoint(run_dir)} (SIG{args.kill_signal}, exit {code}); resuming",
+                flush=True,
+            )
             killed, launch, process = True, 2, start(command, log)
             continue
         if process.poll() is not None:
             if step >= args.steps:
                 print(f"done: {step} steps in {time.time() - began:.0f} s; {md}", flush=True)
                 return 0
-            print(f"the run stopped at step {step} of {args.steps} with exit {process.returncode}; see {log}", flush=True)
+            print(
+                f"the run stopped at step {step} of {args.steps} with exit {process.returncode}; see {log}", flush=True
+            )
             return 1
 
 

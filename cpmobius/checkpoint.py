@@ -51,7 +51,11 @@ def restore_rng(state: dict) -> None:
 
 
 def save_checkpoint(
-    root: str | os.PathLike, step: int, policies: dict[str, Any], loop_state: dict, config: DictConfig,
+    root: str | os.PathLike,
+    step: int,
+    policies: dict[str, Any],
+    loop_state: dict,
+    config: DictConfig,
     keep: Optional[int] = None,
 ) -> Path:
     """Write checkpoint ``step`` under ``root`` and make it the latest.
@@ -108,11 +112,16 @@ def describe_save_failure(root: Path, step: int, error: BaseException) -> str:
     """One line: what failed, the free space left, the checkpoint a rerun resumes from."""
     tracker = root / TRACKER_FILE
     latest = tracker.read_text().strip() if tracker.is_file() else None
-    resume = (f"the last complete checkpoint, step {latest}, is intact: make room (or move {root} to a larger "
-              "disk and point trainer.default_local_dir there) and run the same command to resume from it"
-              if latest is not None else "no earlier checkpoint exists: make room and run the same command to start again")
-    return (f"saving the checkpoint of step {step} in {root} failed ({describe_failure(error)}; "
-            f"{format_bytes(free_bytes(root))} free now); {resume}")
+    resume = (
+        f"the last complete checkpoint, step {latest}, is intact: make room (or move {root} to a larger "
+        "disk and point trainer.default_local_dir there) and run the same command to resume from it"
+        if latest is not None
+        else "no earlier checkpoint exists: make room and run the same command to start again"
+    )
+    return (
+        f"saving the checkpoint of step {step} in {root} failed ({describe_failure(error)}; "
+        f"{format_bytes(free_bytes(root))} free now); {resume}"
+    )
 
 
 def describe_full_disk(error: OSError, root: str | os.PathLike) -> Optional[str]:
@@ -121,8 +130,10 @@ def describe_full_disk(error: OSError, root: str | os.PathLike) -> Optional[str]
     if error.errno != errno.ENOSPC:
         return None
     where = f" writing {error.filename}" if error.filename else ""
-    return (f"the disk is full ({error.strerror}{where}); the last complete checkpoint in {root} is intact: "
-            "make room and run the same command to resume from it")
+    return (
+        f"the disk is full ({error.strerror}{where}); the last complete checkpoint in {root} is intact: "
+        "make room and run the same command to resume from it"
+    )
 
 
 def format_bytes(n: float) -> str:
@@ -164,7 +175,9 @@ def prune_checkpoints(root: str | os.PathLike, keep: int) -> list[int]:
     root = Path(root)
     tracker = root / TRACKER_FILE
     latest = int(tracker.read_text().strip()) if tracker.is_file() else None
-    steps = sorted(int(p.name.rsplit("_", 1)[1]) for p in root.glob("global_step_*") if p.name.rsplit("_", 1)[1].isdigit())
+    steps = sorted(
+        int(p.name.rsplit("_", 1)[1]) for p in root.glob("global_step_*") if p.name.rsplit("_", 1)[1].isdigit()
+    )
     deleted = [s for s in steps[:-keep] if s != latest]
     for s in deleted:
         shutil.rmtree(root / f"global_step_{s}")

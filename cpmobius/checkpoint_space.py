@@ -91,7 +91,9 @@ def _model_files_bytes(model_path: str) -> int:
     return sum(f.stat().st_size for f in folder.iterdir() if f.is_file() and not f.name.endswith(WEIGHT_SUFFIXES))
 
 
-def policy_checkpoint_bytes(name: str, policy_cfg: DictConfig, world_size: int, tiny_spec: Optional[dict] = None) -> PolicyCheckpoint:
+def policy_checkpoint_bytes(
+    name: str, policy_cfg: DictConfig, world_size: int, tiny_spec: Optional[dict] = None
+) -> PolicyCheckpoint:
     """What one policy's part of a checkpoint weighs, from its verl config (`build_policy_configs`).
 
     Args:
@@ -145,8 +147,8 @@ class SpacePlan:
 
     folder: str
     policies: tuple[PolicyCheckpoint, ...]
-    checkpoints: int          # more checkpoints held at the fullest moment
-    extra: dict[str, int]     # bytes of the best-Player copies (rollback) and the Coach warm-up's output
+    checkpoints: int  # more checkpoints held at the fullest moment
+    extra: dict[str, int]  # bytes of the best-Player copies (rollback) and the Coach warm-up's output
     free_bytes: int
 
     @property
@@ -178,7 +180,9 @@ def plan_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) -
     root = Path(str(trainer.default_local_dir)).expanduser()
     world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
     tiny_spec = dict(cfg.model.tiny_spec) if cfg.model.get("name") == "tiny" else None
-    policies = tuple(policy_checkpoint_bytes(name, policy_cfgs[name], world_size, tiny_spec) for name in ("player", "coach"))
+    policies = tuple(
+        policy_checkpoint_bytes(name, policy_cfgs[name], world_size, tiny_spec) for name in ("player", "coach")
+    )
     start = resume_step(cfg)
     existing = len(list(root.glob("global_step_*"))) if root.is_dir() else 0
     keep = trainer.get("max_actor_ckpt_to_keep")
@@ -213,15 +217,20 @@ def check_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) 
         return describe_plan(plan)
     trainer = cfg.trainer
     keep = trainer.get("max_actor_ckpt_to_keep")
-    held = f"{plan.checkpoints} of them" + (" (every checkpoint is kept: max_actor_ckpt_to_keep=null)" if keep is None
-                                            else f" (max_actor_ckpt_to_keep={keep}, plus the one being written)")
+    held = f"{plan.checkpoints} of them" + (
+        " (every checkpoint is kept: max_actor_ckpt_to_keep=null)"
+        if keep is None
+        else f" (max_actor_ckpt_to_keep={keep}, plus the one being written)"
+    )
     extra = "".join(f" + {format_bytes(size)} for {what}" for what, size in plan.extra.items())
     keep_fits = math.floor((plan.free_bytes - plan.extra_bytes) / plan.checkpoint_bytes) - 1
     if keep_fits < 1:
         advice = "one checkpoint and the next being written do not fit here: point"
     elif keep is None:
-        advice = (f"set trainer.max_actor_ckpt_to_keep={keep_fits} or less, raise trainer.save_freq "
-                  f"(now {trainer.save_freq}), or point")
+        advice = (
+            f"set trainer.max_actor_ckpt_to_keep={keep_fits} or less, raise trainer.save_freq "
+            f"(now {trainer.save_freq}), or point"
+        )
     else:
         advice = f"lower trainer.max_actor_ckpt_to_keep to {keep_fits} or less, or point"
     raise DiskSpaceError(
@@ -233,5 +242,7 @@ def check_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) 
 
 def describe_plan(plan: SpacePlan) -> str:
     """One start-up line: checkpoint size, how many at once, free space."""
-    return (f"[cpmobius] checkpoints: {plan.describe()}; up to {plan.checkpoints} more at once "
-            f"({format_bytes(plan.needed_bytes)}); {format_bytes(plan.free_bytes)} free in {plan.folder}")
+    return (
+        f"[cpmobius] checkpoints: {plan.describe()}; up to {plan.checkpoints} more at once "
+        f"({format_bytes(plan.needed_bytes)}); {format_bytes(plan.free_bytes)} free in {plan.folder}"
+    )

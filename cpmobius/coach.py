@@ -30,8 +30,20 @@ from cpmobius.settings import CoachSettings
 
 # Why a candidate was rejected; each is counted as coach/rejected/<reason>.
 REJECT_REASONS = (
-    "empty", "truncated", "refusal", "asks_user", "over_long", "no_question", "chatter", "several_problems", "leaks_answer",
-    "worked_solution", "needs_figure", "duplicate", "prompt_too_long", "off_world",
+    "empty",
+    "truncated",
+    "refusal",
+    "asks_user",
+    "over_long",
+    "no_question",
+    "chatter",
+    "several_problems",
+    "leaks_answer",
+    "worked_solution",
+    "needs_figure",
+    "duplicate",
+    "prompt_too_long",
+    "off_world",
 )
 # What a chat Coach wraps its problem in, cut off before validation; each counted as coach/extracted/<kind>.
 EXTRACTED_KINDS = ("preamble", "heading", "closing")
@@ -46,7 +58,9 @@ _CHATTER = re.compile(
     re.IGNORECASE,
 )
 # Several problems: two numbered headings, or an enumeration with a first and a second item.
-_HEADING = re.compile(r"(?:^|" + LINE_START + r")\s*+(?:problem|question|exercise)\s*+(?:\d+|[ivx]+)\s*+[:.)]", re.IGNORECASE)
+_HEADING = re.compile(
+    r"(?:^|" + LINE_START + r")\s*+(?:problem|question|exercise)\s*+(?:\d+|[ivx]+)\s*+[:.)]", re.IGNORECASE
+)
 _ENUMERATIONS = (
     (re.compile(r"(^|\s)1[.)]\s"), re.compile(r"(^|\s)2[.)]\s")),
     (re.compile(r"(^|\s)\(a\)\s", re.IGNORECASE), re.compile(r"(^|\s)\(b\)\s", re.IGNORECASE)),
@@ -63,10 +77,17 @@ _LABEL = r"(?:#{1,6}\s*+|\*\*|__|\\text(?:bf|it)?\{)?(?:the\s+)?(?:(?:final|corr
 _LEAK_VALUE = r"\s*+(?:\*\*|__|\})?\s*+(?:\$|\\[(\[]|\\(?:d?frac|sqrt)\b|[-+(]?\d|[a-z]\s*+=)"
 _LEAK = re.compile(
     r"\\(?:boxed|fbox)\s*+(?:\{\s*+[^}\s]|[^{\s])"
-    r"|(?:^|" + LINE_START + r")(?:#+[^\S\n]*+|\*\*)?(?:final\s+)?(?:answer|solution)\b[^\S\n]*+(?:\*\*)?[^\S\n]*+(?:[:.=]|\n|$)"
+    r"|(?:^|"
+    + LINE_START
+    + r")(?:#+[^\S\n]*+|\*\*)?(?:final\s+)?(?:answer|solution)\b[^\S\n]*+(?:\*\*)?[^\S\n]*+(?:[:.=]|\n|$)"
     r"|" + _LABEL_START + _LABEL + r"(?:answer|ans|solution|result|output)\b(?:\*\*|__|\})?[^\S\n]*+"
-    r"(?:[:=\u2014\u2013]|-(?=\s)|\.(?=[^\S\n]))" + _LEAK_VALUE
-    + r"|" + _LABEL_START + _LABEL + r"answer\s+is" + _LEAK_VALUE,
+    r"(?:[:=\u2014\u2013]|-(?=\s)|\.(?=[^\S\n]))"
+    + _LEAK_VALUE
+    + r"|"
+    + _LABEL_START
+    + _LABEL
+    + r"answer\s+is"
+    + _LEAK_VALUE,
     re.IGNORECASE,
 )
 
@@ -93,7 +114,9 @@ _ADJ_WEAK = r"(?:accompanying|adjoining|adjacent|attached|above|below|provided|p
 _END = r"(?![a-z])"
 
 
-def _picture_reference(nouns: str, *, adjectives: str, shown: str, source_nouns: str, locative: str | None) -> re.Pattern:
+def _picture_reference(
+    nouns: str, *, adjectives: str, shown: str, source_nouns: str, locative: str | None
+) -> re.Pattern:
     """A reference to a picture elsewhere, for one class of nouns (see the comment above).
 
     Args:
@@ -107,7 +130,13 @@ def _picture_reference(nouns: str, *, adjectives: str, shown: str, source_nouns:
     n = nouns + _END
     word = r"(?:[a-z][\w-]*\s+)?"  # one modifier: "the pie chart shown", "the following bar graph"
     patterns = [
-        r"\b(?:as|is|are|be)\s+" + shown + r"\s+(?:in|on|by|from)\s+(?:the\s+)?(?:" + _ADJ + r"\s+)?" + n + r"(?!\s+of\b)",
+        r"\b(?:as|is|are|be)\s+"
+        + shown
+        + r"\s+(?:in|on|by|from)\s+(?:the\s+)?(?:"
+        + _ADJ
+        + r"\s+)?"
+        + n
+        + r"(?!\s+of\b)",
         r"\bas\s+in\s+the\s+(?:" + _ADJ + r"\s+)?" + n,
         r"\b" + n + r"\s+(?:(?:is|are)\s+)?(?:" + _SHOWN + r"\s+)?" + _PLACE,
         r"\bthe\s+" + adjectives + r"\s+" + word + n + r"(?!\s+of\b)",
@@ -123,13 +152,25 @@ def _picture_reference(nouns: str, *, adjectives: str, shown: str, source_nouns:
 
 _SHOWN_ONLY = r"(?:shown|depicted|illustrated|pictured)"  # "points marked on the grid" may be text
 _FIGURE_REFS = (
-    _picture_reference(_STRONG, adjectives=_ADJ, shown=_SHOWN, source_nouns=_STRONG,
-                       locative=r"(?:figures?|diagrams?|illustrations?|sketch(?:es)?|drawings?)"),
-    _picture_reference(_WEAK, adjectives=_ADJ_WEAK, shown=_SHOWN_ONLY, source_nouns=r"(?:graphs?|charts?)", locative=None),
+    _picture_reference(
+        _STRONG,
+        adjectives=_ADJ,
+        shown=_SHOWN,
+        source_nouns=_STRONG,
+        locative=r"(?:figures?|diagrams?|illustrations?|sketch(?:es)?|drawings?)",
+    ),
+    _picture_reference(
+        _WEAK, adjectives=_ADJ_WEAK, shown=_SHOWN_ONLY, source_nouns=r"(?:graphs?|charts?)", locative=None
+    ),
 )
 # A table or a grid may be given in the text as an array: "The grid below ... \begin{array}".
-_TABLE_REF = _picture_reference(r"(?:tables?|grids?)", adjectives=_ADJ, shown=r"(?:shown|depicted|illustrated|pictured|given|listed)",
-                                source_nouns=_TABLE, locative=None)
+_TABLE_REF = _picture_reference(
+    r"(?:tables?|grids?)",
+    adjectives=_ADJ,
+    shown=r"(?:shown|depicted|illustrated|pictured|given|listed)",
+    source_nouns=_TABLE,
+    locative=None,
+)
 # "as shown below", "Figure 2", "Fig. 3" (capitalised, as captions are), "in figure 2", image placeholders.
 _FIGURE_NUMBER = re.compile(
     r"\b(?i:as\s+(?:shown|depicted|illustrated|pictured))\s+(?i:" + _PLACE + ")"
@@ -140,7 +181,9 @@ _FIGURE_NUMBER = re.compile(
 # The figure is in the text after all: Asymptote (MATH's `[asy]`), TikZ, LaTeX picture code.
 _FIGURE_CODE = re.compile(r"\[asy\]|\\begin\{(?:tikzpicture|picture|pspicture)\}", re.IGNORECASE)
 # A table (or grid) in the text: two Markdown rows, or a tabular/array environment.
-_TABLE_CODE = re.compile(r"(?:^|" + LINE_START + r")\s*+\|.*\|[^\S\n]*+\n\s*+\|.*\||\\begin\{(?:tabular|array)\}", re.IGNORECASE)
+_TABLE_CODE = re.compile(
+    r"(?:^|" + LINE_START + r")\s*+\|.*\|[^\S\n]*+\n\s*+\|.*\||\\begin\{(?:tabular|array)\}", re.IGNORECASE
+)
 
 
 def needs_figure(text: str) -> bool:
@@ -192,7 +235,9 @@ class Problem:
     def valid(self) -> bool:
         return self.reject_reason is None
 
-    def archive_row(self, step: int, attempt: Optional[int], outcome: Any = None, label_correct: Optional[bool] = None) -> dict:
+    def archive_row(
+        self, step: int, attempt: Optional[int], outcome: Any = None, label_correct: Optional[bool] = None
+    ) -> dict:
         """This proposal's row in the run's problem archive (``problems/step_*.jsonl``, README "Logged metrics").
 
         Args:
@@ -200,11 +245,22 @@ class Problem:
             outcome: its group's `cpmobius.difficulty_filter.GroupOutcome`, when the Player rolled it out.
             label_correct: whether the pseudo-label is the true answer (None: unknown).
         """
-        row = {"step": step, "attempt": attempt, "text": self.text, "valid": self.valid, "reject_reason": self.reject_reason,
-               "extracted": list(self.extracted)}
+        row = {
+            "step": step,
+            "attempt": attempt,
+            "text": self.text,
+            "valid": self.valid,
+            "reject_reason": self.reject_reason,
+            "extracted": list(self.extracted),
+        }
         if outcome is not None:
-            row.update(pass_rate=outcome.pass_rate, pseudo_label=outcome.pseudo_label, kept=outcome.kept,
-                       drop_reason=outcome.drop_reason, pseudo_label_correct=label_correct)
+            row.update(
+                pass_rate=outcome.pass_rate,
+                pseudo_label=outcome.pseudo_label,
+                kept=outcome.kept,
+                drop_reason=outcome.drop_reason,
+                pseudo_label_correct=label_correct,
+            )
         return row
 
 
@@ -284,7 +340,12 @@ def read_problem(response: str, truncated: bool, settings: CoachSettings) -> Pro
     if reason == "over_long" and len(text) > settings.max_problem_chars + WRAPPING_CHARS:
         return Problem(text=text, coach_row=0, reject_reason=reason)
     extraction = extract_problem(text)
-    if reason not in ("empty", "truncated", "refusal", "asks_user"):  # the rest is judged on the problem, not its wrapping
+    if reason not in (
+        "empty",
+        "truncated",
+        "refusal",
+        "asks_user",
+    ):  # the rest is judged on the problem, not its wrapping
         reason = find_problem_fault(extraction.text, False, settings) if extraction.text else "chatter"
     return Problem(text=extraction.text or text, coach_row=0, reject_reason=reason, extracted=extraction.removed)
 
@@ -368,7 +429,9 @@ def propose_problems(
         mask = batch.batch["response_mask"][row].bool()
         ids = batch.batch["responses"][row][mask].tolist()
         finished = bool(ids) and ids[-1] in stops
-        problem = read_problem(tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings)
+        problem = read_problem(
+            tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings
+        )
         problem.coach_row, problem.response_tokens = row, len(ids)
         problems.append(problem)
     # CPMöbius: near-duplicates in one batch, or of ``seen``, are dropped; the released code keeps them.

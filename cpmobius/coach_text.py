@@ -48,7 +48,8 @@ _PRESENTED = re.compile(_NOUN, re.IGNORECASE)
 # Ended by "." or "!" rather than ":", the presenter must end with its noun ("Here's a problem for
 # you to solve."), so that "Here is a problem where you roll two dice." keeps its content.
 _PRESENTED_END = re.compile(
-    _NOUN + r"(?:\s+(?:for\s+you|to\s+(?:solve|try)|you\s+can\s+(?:try|solve)|(?:for\s+you\s+)?to\s+(?:solve|try|practice)))*\s*$",
+    _NOUN
+    + r"(?:\s+(?:for\s+you|to\s+(?:solve|try)|you\s+can\s+(?:try|solve)|(?:for\s+you\s+)?to\s+(?:solve|try|practice)))*\s*$",
     re.IGNORECASE,
 )
 # A heading naming the problem: "**Problem:**", "### Math Problem", "Problem statement:", "Question:".
@@ -61,7 +62,9 @@ _HEADING = re.compile(
 # should ... Here's a question:\n\n"The square root of 49 is what?""): cut only when it ends with ":"
 # and a quoted paragraph follows, which is then the whole problem (recorded from
 # Qwen2.5-Coder-0.5B-Instruct, 2026-12-01 H200 run, step 6).
-_LEAD_IN_AT = re.compile(r"(?:(?<=[.!?])[ \t]++|" + LINE_START + r")(?=(?:here(?:'s|\u2019s|\s+is)|below\s+is)\b)", re.IGNORECASE)
+_LEAD_IN_AT = re.compile(
+    r"(?:(?<=[.!?])[ \t]++|" + LINE_START + r")(?=(?:here(?:'s|\u2019s|\s+is)|below\s+is)\b)", re.IGNORECASE
+)
 _QUOTED_PARAGRAPH = re.compile(r'(?:"[^"\n]+"|\u201c[^\u201d\n]+\u201d)[ \t]*(?:\n|$)')
 _RULE = re.compile(r"^\s*+(?:-{3,}|\*{3,}|_{3,})[^\S\n]*+(?:\n|$)|" + LINE_START + r"(?:-{3,}|\*{3,}|_{3,})\s*+$")
 # Closing remarks addressed to the user: where the first one starts (it runs to the end of the response).
@@ -93,11 +96,14 @@ _REFUSAL = re.compile(
 # generate?", "What type of math problem are you looking for?", "Please provide the problem
 # description so that I can create a valid one."). Each names the task itself (a problem, details, a
 # topic), so that a problem's own "Please provide your answer as a fraction." is not matched.
-_TASK_NOUN = r"(?:(?:a|the|some|more|any|your)\s+)?(?:(?:specific|more|particular|math(?:ematical|s)?|valid)\s+){0,3}" \
+_TASK_NOUN = (
+    r"(?:(?:a|the|some|more|any|your)\s+)?(?:(?:specific|more|particular|math(?:ematical|s)?|valid)\s+){0,3}"
     r"(?:problems?|questions?|details?|topics?|information|description|context|type|kind|requirements?|instructions?)\b"
+)
 _ASKS_USER = re.compile(
     r"\b(?:(?:could|would|can|will)\s+you\s+(?:please\s+)?|please\s+)"
-    r"(?:provide|give|tell|share|specify|clarify|describe|send)\s+(?:me\s+)?(?:with\s+)?" + _TASK_NOUN
+    r"(?:provide|give|tell|share|specify|clarify|describe|send)\s+(?:me\s+)?(?:with\s+)?"
+    + _TASK_NOUN
     + r"|\b(?:what|which)\s+(?:type|kind|sort|level|topic|area|difficulty)s?\s+of\s+(?:(?:math(?:ematical|s)?|word)\s+)?"
     r"(?:problems?|questions?|exercises?)\s+(?:are|would|do|did|should)\s+you\b"
     r"|\byou(?:'d|\u2019d|\s+would)\s+like\s+me\s+to\s+(?:generate|create|write|make|come\s+up|help|provide)\b"
@@ -118,8 +124,10 @@ _SOLVING = re.compile(
 )
 # ... or, after the question, a sentence asserting a value ("The sum ... is 55.", "... = 55", "(It equals
 # 51.)", "we get $x = 3$"): a number, a decimal, a/b or \frac{a}{b}, closing the sentence.
-_VALUE = (r"\$?+\\?[(\[]?\s*+(?:[a-z]\s*+=\s*+)?-?(?:\d[\d,]*+(?:\.\d+)?(?:\s*+/\s*+\d+)?|\\d?frac\{-?\d+\}\{\d+\})"
-          r"\s*+(?:\\[)\]])?\s*+\$?\s*+[.!]?\s*+[)\]]?\s*+[.!]?\s*+$")
+_VALUE = (
+    r"\$?+\\?[(\[]?\s*+(?:[a-z]\s*+=\s*+)?-?(?:\d[\d,]*+(?:\.\d+)?(?:\s*+/\s*+\d+)?|\\d?frac\{-?\d+\}\{\d+\})"
+    r"\s*+(?:\\[)\]])?\s*+\$?\s*+[.!]?\s*+[)\]]?\s*+[.!]?\s*+$"
+)
 _VALUE_CLAIM = re.compile(r"(?:\b(?:is|are|equals?|was|will\s+be|gives?|makes?)\b|=)\s*+:?\s*+" + _VALUE, re.IGNORECASE)
 # CPMöbius: answer leaks. A problem whose question is an imperative ends with "." rather than "?" ("Compute
 # 17 × 3. (Hint: the result is 51.)", "Find 17 × 3. It equals 51."). The sentence that asks: one
@@ -160,15 +168,17 @@ def _strip_opening(text: str) -> tuple[str, tuple[str, ...]]:
         before = text
         match = _INTERJECTION.match(text)
         if match:
-            text, removed = text[match.end():], removed + ["preamble"]
+            text, removed = text[match.end() :], removed + ["preamble"]
         match = _PRESENTER.match(text)
-        if match and _PRESENTED.search(match.group("body")) and (
-            match.group("end") in (":", "\n", "") or _PRESENTED_END.search(match.group("body"))
+        if (
+            match
+            and _PRESENTED.search(match.group("body"))
+            and (match.group("end") in (":", "\n", "") or _PRESENTED_END.search(match.group("body")))
         ):
-            text, removed = text[match.end():], removed + ["preamble"]
+            text, removed = text[match.end() :], removed + ["preamble"]
         match = _HEADING.match(text) or _RULE.match(text)
         if match:
-            text, removed = text[match.end():], removed + ["heading"]
+            text, removed = text[match.end() :], removed + ["heading"]
         if text == before:
             break
     return text, tuple(dict.fromkeys(removed))
@@ -177,11 +187,15 @@ def _strip_opening(text: str) -> tuple[str, tuple[str, ...]]:
 def _cut_lead_in(text: str) -> tuple[str, tuple[str, ...]]:
     """Cut talk before a later presenter sentence that introduces a quoted problem (`_LEAD_IN_AT`)."""
     for at in _LEAD_IN_AT.finditer(text):
-        rest = text[at.end():]
+        rest = text[at.end() :]
         match = _PRESENTER.match(rest)
-        if match and match.group("end") == ":" and _PRESENTED.search(match.group("body")) \
-                and _QUOTED_PARAGRAPH.match(rest[match.end():]):
-            return rest[match.end():], ("preamble",)
+        if (
+            match
+            and match.group("end") == ":"
+            and _PRESENTED.search(match.group("body"))
+            and _QUOTED_PARAGRAPH.match(rest[match.end() :])
+        ):
+            return rest[match.end() :], ("preamble",)
     return text, ()
 
 
@@ -211,7 +225,7 @@ def extract_problem(response: str) -> Extraction:
     text = _RULE.sub("", text.strip()).strip()
     # A problem set in quotes or bold by the presenter: "Here's one: \"What is 2 + 3?\"".
     for left, right in (('"', '"'), ("\u201c", "\u201d"), ("**", "**")):
-        inner = text[len(left): -len(right)] if len(text) > len(left) + len(right) else ""
+        inner = text[len(left) : -len(right)] if len(text) > len(left) + len(right) else ""
         if text.startswith(left) and text.endswith(right) and left not in inner and right not in inner:
             text = inner.strip()
     return Extraction(text, removed)

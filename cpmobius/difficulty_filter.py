@@ -14,7 +14,6 @@ the band is applied to integer counts so 0.2·n and 0.8·n have no float drift.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
@@ -119,7 +118,11 @@ def assign_pseudo_labels(
 
 
 def roll_out_and_filter(
-    player: Any, problems: Sequence[str], n: int, settings: FilterSettings, system_prompt: Optional[str] = None,
+    player: Any,
+    problems: Sequence[str],
+    n: int,
+    settings: FilterSettings,
+    system_prompt: Optional[str] = None,
     answer_instruction: Optional[str] = None,
 ) -> tuple[Any, list[GroupOutcome]]:
     """n Player rollouts for each problem, then `assign_pseudo_labels`.

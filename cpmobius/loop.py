@@ -113,11 +113,17 @@ class CoachPlayerLoop:
         # instruction resolved once from the Player's chat template (player.answer_format).
         template_kwargs = dict(OmegaConf.select(cfg, "data.apply_chat_template_kwargs", default=None) or {})
         answer_instruction = resolve_answer_instruction(
-            settings.player.answer_format, getattr(player, "tokenizer", None), settings.player.system_prompt, **template_kwargs
+            settings.player.answer_format,
+            getattr(player, "tokenizer", None),
+            settings.player.system_prompt,
+            **template_kwargs,
         )
         if answer_instruction and settings.player.answer_format == "auto":
-            print(f"[cpmobius] player.answer_format=auto: the Player's chat template does not ask for \\boxed{{}}; "
-                  f"every Player prompt ends with {answer_instruction!r}", flush=True)
+            print(
+                f"[cpmobius] player.answer_format=auto: the Player's chat template does not ask for \\boxed{{}}; "
+                f"every Player prompt ends with {answer_instruction!r}",
+                flush=True,
+            )
         self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
         # each stage's (stage, start, end) in perf_counter seconds: bench_step_gpu.py attributes operations to stages by them
@@ -169,8 +175,14 @@ class CoachPlayerLoop:
         while len(kept) < fs.quota and attempts < fs.max_attempts:
             attempts += 1
             seen = self.state.filter_totals  # CPMöbius: adaptive sizing also learns from this step's earlier attempts
-            count = candidates_per_attempt(fs.quota - len(kept), fs, {"candidates": seen.get("candidates", 0) + candidates,
-                                                                      "accepted": seen.get("accepted", 0) + len(kept) + surplus})
+            count = candidates_per_attempt(
+                fs.quota - len(kept),
+                fs,
+                {
+                    "candidates": seen.get("candidates", 0) + candidates,
+                    "accepted": seen.get("accepted", 0) + len(kept) + surplus,
+                },
+            )
             if len(reserve) < count:
                 fresh = self._propose(math.ceil(count * (1.0 + fs.coach_reserve)), seen=written)
                 written += [problem.text for problem, _ in fresh if problem.valid]
@@ -188,11 +200,17 @@ class CoachPlayerLoop:
                 continue
             with self.timed("difficulty_filter"):
                 self.player.activate()
-                player_batch, outcomes = roll_out_and_filter(self.player, [p.text for p in valid], n, fs, *self.player_prompt_args)
+                player_batch, outcomes = roll_out_and_filter(
+                    self.player, [p.text for p in valid], n, fs, *self.player_prompt_args
+                )
             self._count_tokens("player_rollouts", int(player_batch.batch["response_mask"].sum()))
             for index, (problem, outcome) in enumerate(zip(valid, outcomes)):
                 truth = self.ground_truth(problem.text) if self.ground_truth else None
-                correct = None if truth is None or outcome.pseudo_label is None else answers_equivalent(outcome.pseudo_label, truth)
+                correct = (
+                    None
+                    if truth is None or outcome.pseudo_label is None
+                    else answers_equivalent(outcome.pseudo_label, truth)
+                )
                 all_outcomes.append(outcome)
                 label_correct.append(correct)
                 archive.append(problem.archive_row(self.state.step + 1, attempts, outcome, correct))
@@ -206,7 +224,9 @@ class CoachPlayerLoop:
                 self._append_kept(kept, problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_row)
         archive += [p.archive_row(self.state.step + 1, None) for p, _ in reserve]  # written but never rolled out
         self._write_archive(archive)
-        step_metrics = metrics.filter_metrics(attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus, extracted)
+        step_metrics = metrics.filter_metrics(
+            attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus, extracted
+        )
         step_metrics["coach/reserve_unused"] = len(reserve)
         step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct, kept_correct))
         step_metrics.update(metrics.length_metrics("coach/problem_chars", [len(p.text) for p in kept.problems]))
@@ -265,7 +285,8 @@ class CoachPlayerLoop:
         self.state.delta_t_history.append(delta_t)
         return delta_t, {
             "val/accuracy": result.accuracy,
-            "val/response_length_mean": result.mean_response_tokens, "val/truncated_frac": result.truncated_frac,
+            "val/response_length_mean": result.mean_response_tokens,
+            "val/truncated_frac": result.truncated_frac,
             **{f"val/sampling/{key}": value for key, value in result.sampling.items()},
             **{f"val/grade/{status}": count for status, count in result.grade_counts.items()},
             **self._accuracy_by_level(result),
@@ -291,7 +312,11 @@ class CoachPlayerLoop:
         if self.coach.uses_reference:
             batch.batch["ref_log_prob"] = self.coach.compute_ref_log_probs(batch)
         update_metrics = self.coach.update(batch)
-        return {**metrics.prefixed(update_metrics, "coach"), "coach/updated": 1.0, "coach/reward_mean": sum(rewards) / len(rewards)}
+        return {
+            **metrics.prefixed(update_metrics, "coach"),
+            "coach/updated": 1.0,
+            "coach/reward_mean": sum(rewards) / len(rewards),
+        }
 
     def maybe_roll_back(self, score: float) -> dict[str, float]:
         """Released option: keep the best-on-validation Player; after ``patience`` non-improving steps
@@ -337,7 +362,9 @@ class CoachPlayerLoop:
                 # Released code: the running best starts at V₀; the initial Player is the first best.
                 self.state.best_val = result.accuracy
                 checkpoint.save_best_policy(self.output_dir / "best_player", self.player, result.accuracy, 0)
-            self._log({"val/accuracy": result.accuracy, **self._accuracy_by_level(result), **self._timing_metrics()}, step=0)
+            self._log(
+                {"val/accuracy": result.accuracy, **self._accuracy_by_level(result), **self._timing_metrics()}, step=0
+            )
         while self.state.step < total:
             started, marks = time.perf_counter(), op_marks(self.policies)
             step_metrics = self.step()
@@ -362,7 +389,11 @@ class CoachPlayerLoop:
             },
         }
         return checkpoint.save_checkpoint(
-            self.output_dir, state.step, {"coach": self.coach, "player": self.player}, loop_state, self.cfg,
+            self.output_dir,
+            state.step,
+            {"coach": self.coach, "player": self.player},
+            loop_state,
+            self.cfg,
             keep=self.cfg.trainer.get("max_actor_ckpt_to_keep"),
         )
 
@@ -372,7 +403,11 @@ class CoachPlayerLoop:
         mode = self.cfg.trainer.resume_mode
         if mode == "disable":
             return False
-        path = Path(self.cfg.trainer.resume_from_path) if mode == "resume_path" else checkpoint.find_latest_checkpoint(self.output_dir)
+        path = (
+            Path(self.cfg.trainer.resume_from_path)
+            if mode == "resume_path"
+            else checkpoint.find_latest_checkpoint(self.output_dir)
+        )
         if path is None:
             return False
         saved = checkpoint.load_checkpoint(path, {"coach": self.coach, "player": self.player})
@@ -406,7 +441,9 @@ class CoachPlayerLoop:
     def _accuracy_by_level(self, result: Any) -> dict[str, float]:
         if self.difficulty_of is None:
             return {}
-        return metrics.accuracy_by_level([self.difficulty_of(p) for p in self.val_set.problems], result.correct_per_problem)
+        return metrics.accuracy_by_level(
+            [self.difficulty_of(p) for p in self.val_set.problems], result.correct_per_problem
+        )
 
     def _timing_metrics(self) -> dict[str, float]:
         return {f"timing_s/{stage}": seconds for stage, seconds in self.stages.seconds_since(self._step_mark).items()}
@@ -427,7 +464,9 @@ class CoachPlayerLoop:
         return {"val/delta_t": 0.0, "loop/skipped": 1.0, "coach/updated": 0.0, **self._timing_metrics()}
 
     @staticmethod
-    def _append_kept(kept: KeptProblems, problem: Problem, outcome: GroupOutcome, rows: DataProto, coach_row: DataProto) -> None:
+    def _append_kept(
+        kept: KeptProblems, problem: Problem, outcome: GroupOutcome, rows: DataProto, coach_row: DataProto
+    ) -> None:
         # Attempts differ in their generation timings; only the sampling temperature travels on.
         rows.meta_info = {"temperature": rows.meta_info["temperature"]}
         coach_row.meta_info = {"temperature": coach_row.meta_info["temperature"]}

@@ -48,7 +48,10 @@ class StepTable:
 
     def log(self, data: dict[str, Any], step: int) -> None:
         if not self._header_printed:
-            print(" ".join(f"{label:>{len(fmt.format(0)) if 'f' in fmt else 4}}" for _, fmt, label in TABLE_COLUMNS), flush=True)
+            print(
+                " ".join(f"{label:>{len(fmt.format(0)) if 'f' in fmt else 4}}" for _, fmt, label in TABLE_COLUMNS),
+                flush=True,
+            )
             self._header_printed = True
         cells = []
         for key, fmt, _ in TABLE_COLUMNS:
@@ -113,11 +116,16 @@ def prepare_models(cfg: DictConfig, settings: Any, coach_ready: Optional[Callabl
     if toy_models_cached(*models, **specs):
         print(f"[cpmobius] toy world: the tiny Coach and Player loaded from cache ({cfg.model.cache_dir})", flush=True)
     else:
-        print("[cpmobius] toy world: pretraining the tiny Coach and Player (once: about 2 minutes on 2 cores; "
-              f"then cached in {cfg.model.cache_dir})", flush=True)
+        print(
+            "[cpmobius] toy world: pretraining the tiny Coach and Player (once: about 2 minutes on 2 cores; "
+            f"then cached in {cfg.model.cache_dir})",
+            flush=True,
+        )
     toy_warmup = cfg.model.get("toy_warmup")
     if toy_warmup is not None and settings.warmup.enabled:
-        write_coach_warmup_data(toy_warmup.path, settings.coach.instruction, int(toy_warmup.count), int(toy_warmup.seed))
+        write_coach_warmup_data(
+            toy_warmup.path, settings.coach.instruction, int(toy_warmup.count), int(toy_warmup.seed)
+        )
     materialize_toy_models(*models, **specs, progress=True, coach_ready=coach_ready)
 
 
@@ -138,8 +146,10 @@ def check_model_folders(cfg: DictConfig) -> None:
     for role in ("player", "coach"):
         path = str(cfg.model.get(f"{role}_path"))
         if not Path(path).expanduser().is_dir():
-            raise ConfigError(f"model={cfg.model.name}: no model folder at {path} (model.{role}_path); "
-                              f"fetch it first: {fetch_command(name)}")
+            raise ConfigError(
+                f"model={cfg.model.name}: no model folder at {path} (model.{role}_path); "
+                f"fetch it first: {fetch_command(name)}"
+            )
 
 
 def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any:
@@ -184,8 +194,8 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
         apply_env_to_driver(cfg)
         import cpmobius.engine.extensions  # noqa: F401  (platform and rollout registered in the driver too)
         from cpmobius.engine.policy import Policy
-        from cpmobius.engine.sharing import EngineGuard, make_resource_pool, start_policies, start_ray
         from cpmobius.engine.quiet import quiet_driver
+        from cpmobius.engine.sharing import EngineGuard, make_resource_pool, start_policies, start_ray
 
         quiet_driver()
         start_ray(cfg)  # keeps our SIGTERM handler (ray.init replaces it): SIGTERM stops the run as Ctrl-C does
@@ -210,8 +220,16 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     from cpmobius.toy.world import problem_difficulty, solve
 
     toy = settings.validation.dataset == "toy"
-    return CoachPlayerLoop(cfg, settings, coach, player, logger, solve if toy else None, val_set=val_set,
-                           difficulty_of=problem_difficulty if toy else None)
+    return CoachPlayerLoop(
+        cfg,
+        settings,
+        coach,
+        player,
+        logger,
+        solve if toy else None,
+        val_set=val_set,
+        difficulty_of=problem_difficulty if toy else None,
+    )
 
 
 def run(cfg: DictConfig) -> Any:
@@ -245,11 +263,16 @@ def run(cfg: DictConfig) -> Any:
         loop = build_loop(cfg, settings=settings)
         loop.logger = Loggers(make_tracking(cfg), StepTable())
         state = loop.fit()
-        print(f"[cpmobius] done: {state.step} steps; checkpoints and problem archive in {cfg.trainer.default_local_dir}", flush=True)
+        print(
+            f"[cpmobius] done: {state.step} steps; checkpoints and problem archive in {cfg.trainer.default_local_dir}",
+            flush=True,
+        )
         if "file" in cfg.trainer.logger:
             from cpmobius.plots import plot_training_dynamics
 
-            plot = plot_training_dynamics(cfg.trainer.default_local_dir, title=f"CPMöbius: {cfg.trainer.experiment_name} ({cfg.model.name})")
+            plot = plot_training_dynamics(
+                cfg.trainer.default_local_dir, title=f"CPMöbius: {cfg.trainer.experiment_name} ({cfg.model.name})"
+            )
             print(f"[cpmobius] training dynamics: {plot}", flush=True)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM through `Terminated`
         stop_after_interrupt(cfg, loop, interrupt)

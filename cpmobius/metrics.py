@@ -21,7 +21,13 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def filter_metrics(
-    attempts: int, candidates: int, rejected: Counter, outcomes: Sequence[Any], kept: int, quota: int, surplus: int,
+    attempts: int,
+    candidates: int,
+    rejected: Counter,
+    outcomes: Sequence[Any],
+    kept: int,
+    quota: int,
+    surplus: int,
     extracted: Optional[Counter] = None,
 ) -> dict[str, float]:
     """``coach/*`` candidate counts and ``filter/*`` decisions of one step (all attempts).
@@ -92,7 +98,9 @@ def length_metrics(prefix: str, lengths: Sequence[float]) -> dict[str, float]:
 
 
 def difficulty_metrics(
-    candidate_levels: Sequence[Optional[int]], kept_levels: Sequence[Optional[int]], kept_correct: Sequence[Optional[bool]]
+    candidate_levels: Sequence[Optional[int]],
+    kept_levels: Sequence[Optional[int]],
+    kept_correct: Sequence[Optional[bool]],
 ) -> dict[str, float]:
     """Per-difficulty view of one step, where a problem's difficulty is known (the toy world).
 

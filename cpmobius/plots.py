@@ -23,7 +23,11 @@ from typing import Optional, Sequence
 PANELS: tuple[tuple[Sequence[str], str, str], ...] = (
     (("val/accuracy",), "Player validation accuracy", "accuracy"),
     (("val/accuracy/d*",), "validation accuracy per difficulty", "accuracy"),
-    (("coach/difficulty_mean", "filter/kept_difficulty_mean"), "problem difficulty (Coach's problems, kept)", "mean level"),
+    (
+        ("coach/difficulty_mean", "filter/kept_difficulty_mean"),
+        "problem difficulty (Coach's problems, kept)",
+        "mean level",
+    ),
     (("val/delta_t",), "Δt (val. accuracy after − before the update)", "Δt"),
     (("filter/kept_frac",), "kept fraction (kept / Player groups)", "fraction"),
     (("filter/pass_rate_mean", "filter/kept_pass_rate_mean"), "mean pass rate (all groups, kept)", "pass rate"),
@@ -65,7 +69,9 @@ def series(steps: dict[int, dict[str, float]], key: str) -> tuple[list[int], lis
     return [s for s, _ in points], [v for _, v in points]
 
 
-def plot_training_dynamics(run_dir: str | Path, out_path: Optional[str | Path] = None, title: Optional[str] = None) -> Path:
+def plot_training_dynamics(
+    run_dir: str | Path, out_path: Optional[str | Path] = None, title: Optional[str] = None
+) -> Path:
     """Write the dynamics PNG of a run (default ``<run_dir>/training_dynamics.png``).
 
     Raises:
@@ -84,7 +90,9 @@ def plot_training_dynamics(run_dir: str | Path, out_path: Optional[str | Path] =
     logged = sorted({key for metrics in steps.values() for key in metrics})
     for ax, (keys, panel_title, ylabel) in zip(axes.flat, PANELS):
         drawn = False
-        keys = [k for key in keys for k in ([m for m in logged if m.startswith(key[:-1])] if key.endswith("*") else [key])]
+        keys = [
+            k for key in keys for k in ([m for m in logged if m.startswith(key[:-1])] if key.endswith("*") else [key])
+        ]
         for key, style in zip(keys, ("o-", "s--", "^-", "v--", "d-", "x--", "+-", "*--")):
             xs, ys = series(steps, key)
             if xs:
@@ -117,13 +125,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cpmobius.plots",
         description="Draw the training-dynamics plot of a run from its metrics.jsonl (verl's file logger, "
-                    "trainer.logger=[file], the default): Player validation accuracy, Δt, the difficulty "
-                    "filter's kept fraction and pass rates, pseudo-label accuracy, Coach validity, problem "
-                    "and response lengths.")
-    parser.add_argument("run_dir", metavar="RUN_DIR",
-                        help="the run's folder (trainer.default_local_dir, e.g. outputs/cpmobius/default)")
-    parser.add_argument("out", metavar="OUT.png", nargs="?", default=None,
-                        help=f"where to write the picture (default: RUN_DIR/{PLOT_NAME})")
+        "trainer.logger=[file], the default): Player validation accuracy, Δt, the difficulty "
+        "filter's kept fraction and pass rates, pseudo-label accuracy, Coach validity, problem "
+        "and response lengths.",
+    )
+    parser.add_argument(
+        "run_dir", metavar="RUN_DIR", help="the run's folder (trainer.default_local_dir, e.g. outputs/cpmobius/default)"
+    )
+    parser.add_argument(
+        "out",
+        metavar="OUT.png",
+        nargs="?",
+        default=None,
+        help=f"where to write the picture (default: RUN_DIR/{PLOT_NAME})",
+    )
     parser.add_argument("--title", default=None, help="the figure's title (default: names RUN_DIR)")
     args = parser.parse_args(argv)
     try:

@@ -34,7 +34,9 @@ def coach_prompt(instruction: str) -> Messages:
     return [{"role": "user", "content": instruction}]
 
 
-def player_prompt(problem: str, system_prompt: Optional[str] = None, answer_instruction: Optional[str] = None) -> Messages:
+def player_prompt(
+    problem: str, system_prompt: Optional[str] = None, answer_instruction: Optional[str] = None
+) -> Messages:
     """The Player's prompt for one problem (training, validation and evaluation alike).
 
     Args:
@@ -66,13 +68,15 @@ def template_asks_for_boxed(tokenizer: Any, system_prompt: Optional[str] = None,
     """
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("the Player's tokenizer has no chat template: player.answer_format=auto cannot read it")
-    rendered = tokenizer.apply_chat_template(player_prompt("{problem}", system_prompt), tokenize=False,
-                                             add_generation_prompt=True, **template_kwargs)
+    rendered = tokenizer.apply_chat_template(
+        player_prompt("{problem}", system_prompt), tokenize=False, add_generation_prompt=True, **template_kwargs
+    )
     return _BOXED in rendered
 
 
-def resolve_answer_instruction(answer_format: str, tokenizer: Any, system_prompt: Optional[str] = None,
-                               **template_kwargs: Any) -> Optional[str]:
+def resolve_answer_instruction(
+    answer_format: str, tokenizer: Any, system_prompt: Optional[str] = None, **template_kwargs: Any
+) -> Optional[str]:
     """The answer-format instruction every Player prompt gets (`player_prompt`'s ``answer_instruction``).
 
     Args:

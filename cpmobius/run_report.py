@@ -16,8 +16,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
-STAGES = (("coach", "coach"), ("difficulty_filter", "filter"), ("player_update", "update"), ("validation", "val"),
-          ("coach_update", "c_upd"), ("step", "step"))
+STAGES = (
+    ("coach", "coach"),
+    ("difficulty_filter", "filter"),
+    ("player_update", "update"),
+    ("validation", "val"),
+    ("coach_update", "c_upd"),
+    ("step", "step"),
+)
 GPU_MEMORY_KEY = "player/actor/perf/max_memory_allocated_gb"  # verl's peak of the Player update
 
 
@@ -32,7 +38,9 @@ def read_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
     from cpmobius.plots import read_run_metrics
 
     if not (run_dir / "metrics.jsonl").is_file() and not any(run_dir.glob("metrics.*.jsonl")):
-        raise FileNotFoundError(f"{run_dir / 'metrics.jsonl'} does not exist: is {run_dir} a run folder (trainer.default_local_dir)?")
+        raise FileNotFoundError(
+            f"{run_dir / 'metrics.jsonl'} does not exist: is {run_dir} a run folder (trainer.default_local_dir)?"
+        )
     return dict(sorted(read_run_metrics(run_dir).items()))
 
 
@@ -54,19 +62,38 @@ def step_table(steps: dict[int, dict[str, float]]) -> str:
     stage and the Player update's peak GPU memory (GiB; the column is left out when no step used a GPU:
     verl logs 0 on the CPU)."""
     gpu = any(m.get(GPU_MEMORY_KEY) for m in steps.values())
-    head = ["step", "val acc", "Δt (pts)", "kept", "attempts", "Coach valid", "top rejection", "kept pass rate",
-            "label ok", *[f"{short} s" for _, short in STAGES], *(["GPU GiB"] if gpu else [])]
+    head = [
+        "step",
+        "val acc",
+        "Δt (pts)",
+        "kept",
+        "attempts",
+        "Coach valid",
+        "top rejection",
+        "kept pass rate",
+        "label ok",
+        *[f"{short} s" for _, short in STAGES],
+        *(["GPU GiB"] if gpu else []),
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for step, m in steps.items():
         rejections = Counter({k.split("/", 2)[2]: v for k, v in m.items() if k.startswith("coach/rejected/") and v})
         top = ", ".join(f"{reason} {int(count)}" for reason, count in rejections.most_common(2)) or "–"
         kept = f"{int(m['filter/kept'])}/{int(m['filter/quota'])}" if "filter/kept" in m else "–"
         delta = m.get("val/delta_t")
-        cells = [str(step), _fmt(m.get("val/accuracy"), ".3f"), _fmt(None if delta is None else 100 * delta, "+.1f"), kept,
-                 _fmt(m.get("filter/attempts"), ".0f"), _fmt(m.get("coach/valid_frac"), ".2f"), top,
-                 _fmt(m.get("filter/kept_pass_rate_mean"), ".2f"), _fmt(m.get("pseudo_label/kept_accuracy"), ".2f"),
-                 *[_fmt(m.get(f"timing_s/{stage}"), ".1f") for stage, _ in STAGES],
-                 *([_fmt(m.get(GPU_MEMORY_KEY), ".1f")] if gpu else [])]
+        cells = [
+            str(step),
+            _fmt(m.get("val/accuracy"), ".3f"),
+            _fmt(None if delta is None else 100 * delta, "+.1f"),
+            kept,
+            _fmt(m.get("filter/attempts"), ".0f"),
+            _fmt(m.get("coach/valid_frac"), ".2f"),
+            top,
+            _fmt(m.get("filter/kept_pass_rate_mean"), ".2f"),
+            _fmt(m.get("pseudo_label/kept_accuracy"), ".2f"),
+            *[_fmt(m.get(f"timing_s/{stage}"), ".1f") for stage, _ in STAGES],
+            *([_fmt(m.get(GPU_MEMORY_KEY), ".1f")] if gpu else []),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -86,12 +113,17 @@ def sample_problems(archive: list[dict[str, Any]], count: int, width: int = 300)
     if not kept:
         return "(no kept problems)"
     picks = [kept[round(i * (len(kept) - 1) / max(count - 1, 1))] for i in range(min(count, len(kept)))]
-    lines = ["| step | problem (as the Player saw it) | pass rate | pseudo-label | label right |", "|---|---|---|---|---|"]
+    lines = [
+        "| step | problem (as the Player saw it) | pass rate | pseudo-label | label right |",
+        "|---|---|---|---|---|",
+    ]
     for row in picks:
         text = " ".join(str(row["text"]).split()).replace("|", "\\|")
         text = text if len(text) <= width else text[: width - 1] + "…"
         right = {True: "yes", False: "no"}.get(row.get("pseudo_label_correct"), "–")
-        lines.append(f"| {row['step']} | {text} | {row.get('pass_rate', 0):.2f} | {row.get('pseudo_label')} | {right} |")
+        lines.append(
+            f"| {row['step']} | {text} | {row.get('pass_rate', 0):.2f} | {row.get('pseudo_label')} | {right} |"
+        )
     return "\n".join(lines)
 
 
@@ -100,8 +132,12 @@ def render(run_dir: Path, problems: int = 8) -> str:
     steps, archive = read_metrics(run_dir), read_archive(run_dir)
     parts = [f"### Steps ({run_dir.name})", step_table(steps)]
     if archive:
-        parts += [f"### Coach candidates ({len(archive)})", rejection_table(archive),
-                  "### Sample of kept problems", sample_problems(archive, problems)]
+        parts += [
+            f"### Coach candidates ({len(archive)})",
+            rejection_table(archive),
+            "### Sample of kept problems",
+            sample_problems(archive, problems),
+        ]
     return "\n\n".join(parts) + "\n"
 
 

@@ -87,8 +87,11 @@ class PlayerSettings:
 
     def __post_init__(self) -> None:
         _require(self.n >= 2, "player.n", "a group needs at least 2 rollouts")
-        _require(self.answer_format in ANSWER_FORMATS, "player.answer_format",
-                 f"must be one of {ANSWER_FORMATS}, got {self.answer_format!r}")
+        _require(
+            self.answer_format in ANSWER_FORMATS,
+            "player.answer_format",
+            f"must be one of {ANSWER_FORMATS}, got {self.answer_format!r}",
+        )
         if not isinstance(self.rollback, RollbackSettings):
             self.rollback = RollbackSettings(**(self.rollback or {}))
 
@@ -208,7 +211,11 @@ class WarmupSettings:
         _require(self.max_steps is None or self.max_steps >= 1, "warmup.max_steps", "must be >= 1 or null")
         _require(self.lr > 0, "warmup.lr", "must be positive")
         _require(self.batch_size >= 1 and self.micro_batch_size_per_gpu >= 1, "warmup.batch_size", "must be >= 1")
-        _require(self.batch_size % self.micro_batch_size_per_gpu == 0, "warmup.micro_batch_size_per_gpu", "must divide warmup.batch_size")
+        _require(
+            self.batch_size % self.micro_batch_size_per_gpu == 0,
+            "warmup.micro_batch_size_per_gpu",
+            "must divide warmup.batch_size",
+        )
         _require(self.max_length >= 16, "warmup.max_length", "must be >= 16 tokens")
 
 

@@ -31,8 +31,21 @@ KNOBS = (
     ("warmup.enabled", "Coach warm-up (ablations: coach.update, filter.enabled)"),
 )
 # Hydra's flags that take a value (``--cfg job``): that value is not an override.
-FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name",
-                    "-cd", "--config-dir", "--experimental-rerun", "--info", "-i"}
+FLAGS_WITH_VALUE = {
+    "-c",
+    "--cfg",
+    "-p",
+    "--package",
+    "-cp",
+    "--config-path",
+    "-cn",
+    "--config-name",
+    "-cd",
+    "--config-dir",
+    "--experimental-rerun",
+    "--info",
+    "-i",
+}
 
 
 def overrides_from_argv(argv: list[str]) -> list[str]:
@@ -113,7 +126,9 @@ def short_help(overrides: Optional[list[str]] = None) -> str:
         "  --cfg job       print the whole config, resolved and validated (every key); nothing runs",
         "  --hydra-help    Hydra's own flags (multirun -m, --info, ...)",
         "",
-        "Outputs go to trainer.default_local_dir (" + (_value(cfg, "trainer.default_local_dir") or "outputs/...") + "):",
+        "Outputs go to trainer.default_local_dir ("
+        + (_value(cfg, "trainer.default_local_dir") or "outputs/...")
+        + "):",
         "checkpoints global_step_N/, metrics.jsonl, problems/step_N.jsonl, training_dynamics.png, hydra/.",
         "The same command again resumes there. Ctrl-C (exit 130) or SIGTERM (exit 143) stops cleanly at any",
         "point; what is on disk stays whole, and the next run resumes from the last checkpoint.",

@@ -54,7 +54,9 @@ def load_validation_set(settings: ValidationSettings) -> ValidationSet:
         from cpmobius.toy.world import validation_problems
 
         rows = validation_problems(settings.size or 32, settings.seed)
-        return ValidationSet("toy", [f"toy-{i}" for i in range(len(rows))], [r.text for r in rows], [r.answer for r in rows])
+        return ValidationSet(
+            "toy", [f"toy-{i}" for i in range(len(rows))], [r.text for r in rows], [r.answer for r in rows]
+        )
     path = Path(settings.dataset).expanduser()
     if not path.suffix == ".jsonl":
         if not settings.data_dir:
@@ -105,7 +107,10 @@ class ValidationResult:
 
 
 def measure_accuracy(
-    player: Any, val_set: ValidationSet, settings: ValidationSettings, system_prompt: Optional[str] = None,
+    player: Any,
+    val_set: ValidationSet,
+    settings: ValidationSettings,
+    system_prompt: Optional[str] = None,
     answer_instruction: Optional[str] = None,
 ) -> ValidationResult:
     """The Player's avg@k accuracy on ``val_set`` (k = ``samples_per_problem``).
@@ -120,7 +125,12 @@ def measure_accuracy(
     """
     k = settings.samples_per_problem
     player.activate()
-    batch = player.generate([player_prompt(p, system_prompt, answer_instruction) for p in val_set.problems], n=k, validate=True, greedy=settings.greedy)
+    batch = player.generate(
+        [player_prompt(p, system_prompt, answer_instruction) for p in val_set.problems],
+        n=k,
+        validate=True,
+        greedy=settings.greedy,
+    )
     texts, truncated = player.decode_responses(batch)
     # CPMöbius: a truncated sample has no answer, as in the vote: the text cut at the
     # length limit may hold an earlier, retracted \boxed{} that the grader would otherwise read.
@@ -132,8 +142,14 @@ def measure_accuracy(
     per_problem = [sum(scores[i * k : (i + 1) * k]) / k for i in range(len(val_set))]
     tokens = int(batch.batch["response_mask"].sum())
     sampling = dict(getattr(batch, "meta_info", {}).get("sampling", {}))
-    return ValidationResult(sum(per_problem) / len(per_problem), per_problem, dict(grades.counts), tokens, sampling,
-                            truncated=sum(bool(cut) for cut in truncated))
+    return ValidationResult(
+        sum(per_problem) / len(per_problem),
+        per_problem,
+        dict(grades.counts),
+        tokens,
+        sampling,
+        truncated=sum(bool(cut) for cut in truncated),
+    )
 
 
 class DeltaTracker:

@@ -31,11 +31,22 @@ def write_benchmark(name: str, rows: list[dict], out: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("data/eval"), help="output folder (default: data/eval)")
-    parser.add_argument("--benchmarks", nargs="+", default=list(HUB_SOURCES), choices=list(HUB_SOURCES),
-                        help="benchmarks to write (default: all of them; the built-in demo needs no file)")
-    parser.add_argument("--source", choices=["hub", "local"], default="hub",
-                        help="the Hugging Face hub (default), or local copies in --data-dir")
-    parser.add_argument("--data-dir", type=Path, default=None, help="with --source local: folder of <name>/<name>.jsonl")
+    parser.add_argument(
+        "--benchmarks",
+        nargs="+",
+        default=list(HUB_SOURCES),
+        choices=list(HUB_SOURCES),
+        help="benchmarks to write (default: all of them; the built-in demo needs no file)",
+    )
+    parser.add_argument(
+        "--source",
+        choices=["hub", "local"],
+        default="hub",
+        help="the Hugging Face hub (default), or local copies in --data-dir",
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, help="with --source local: folder of <name>/<name>.jsonl"
+    )
     parser.add_argument("--force", action="store_true", help="rewrite benchmarks already in --out")
     args = parser.parse_args(argv)
     for name in args.benchmarks:

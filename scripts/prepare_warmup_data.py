@@ -35,20 +35,31 @@ def default_eval_dir() -> Path:
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--source", "--input", dest="source", default=wd.HUB_ID,
-                        help="hub dataset id (split 'train'), or a local Eurus-schema .parquet/.jsonl file")
-    parser.add_argument("--eval-dir", type=Path, default=None,
-                        help="folder of <name>/<name>.jsonl benchmarks to decontaminate against "
-                             f"(default: {default_eval_dir()})")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--source",
+        "--input",
+        dest="source",
+        default=wd.HUB_ID,
+        help="hub dataset id (split 'train'), or a local Eurus-schema .parquet/.jsonl file",
+    )
+    parser.add_argument(
+        "--eval-dir",
+        type=Path,
+        default=None,
+        help=f"folder of <name>/<name>.jsonl benchmarks to decontaminate against (default: {default_eval_dir()})",
+    )
     parser.add_argument("--out", default=DEFAULT_OUT, help="output parquet, or a folder for coach_warmup.parquet")
     parser.add_argument("--num", type=int, default=wd.DEFAULT_NUM, help="problems to select (paper: 4,000)")
     parser.add_argument("--seed", type=int, default=wd.DEFAULT_SEED, help="selection seed")
     parser.add_argument("--min-chars", type=int, default=wd.DEFAULT_MIN_CHARS, help="shortest kept problem, characters")
     parser.add_argument("--max-chars", type=int, default=wd.DEFAULT_MAX_CHARS, help="longest kept problem, characters")
     parser.add_argument("--ngram", type=int, default=sources.DEFAULT_NGRAM, help="n of the word n-gram overlap rule")
-    parser.add_argument("--no-coach-validator", action="store_true",
-                        help="keep problems the Coach-output validator would reject")
+    parser.add_argument(
+        "--no-coach-validator", action="store_true", help="keep problems the Coach-output validator would reject"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser.parse_args(argv)
 
@@ -77,8 +88,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         benchmarks = sources.load_benchmarks(eval_dir)
         rows, total, source = load_source(args.source)
         sft_rows, manifest = wd.prepare_warmup_data(
-            rows, benchmarks, num=args.num, seed=args.seed, min_chars=args.min_chars, max_chars=args.max_chars,
-            ngram=args.ngram, coach_validate=not args.no_coach_validator, total=total, progress=not args.quiet,
+            rows,
+            benchmarks,
+            num=args.num,
+            seed=args.seed,
+            min_chars=args.min_chars,
+            max_chars=args.max_chars,
+            ngram=args.ngram,
+            coach_validate=not args.no_coach_validator,
+            total=total,
+            progress=not args.quiet,
         )
     except (FileNotFoundError, ValueError) as error:  # NotEnoughProblemsError is a ValueError
         print(f"prepare_warmup_data: error: {error}", file=sys.stderr)
@@ -87,15 +106,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     eval_files = sorted(Path(eval_dir).glob("*/*.jsonl"))
     manifest = {
         "source": source,
-        "output": {"file": out.name, "rows": len(sft_rows), "sha256": sha256, "columns": ["messages", "data_source", "source_row"]},
+        "output": {
+            "file": out.name,
+            "rows": len(sft_rows),
+            "sha256": sha256,
+            "columns": ["messages", "data_source", "source_row"],
+        },
         "eval_files": {str(p.relative_to(eval_dir)): sources.file_sha256(p) for p in eval_files},
         **manifest,
     }
     manifest_path = out.parent / "manifest.json"
     manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     drops = ", ".join(f"{k}: {v}" for k, v in manifest["drops"].items())
-    print(f"wrote {len(sft_rows)} problems to {out} (sha256 {sha256[:12]}), manifest {manifest_path}; "
-          f"pool {manifest['pool']} of {manifest['rows_in']} rows; dropped {drops or 'none'}")
+    print(
+        f"wrote {len(sft_rows)} problems to {out} (sha256 {sha256[:12]}), manifest {manifest_path}; "
+        f"pool {manifest['pool']} of {manifest['rows_in']} rows; dropped {drops or 'none'}"
+    )
     return 0
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,9 +92,13 @@ def benchmark_dir(tmp_path):
     def make(golds: dict[str, list[str]]) -> Path:
         root = tmp_path / "data"
         for bench, answers in golds.items():
-            write_jsonl(root / bench / f"{bench}.jsonl",
-                        [{"id": f"{bench}-{i}", "problem": f"Problem {i}?", "answer": a, "alt_answers": []}
-                         for i, a in enumerate(answers)])
+            write_jsonl(
+                root / bench / f"{bench}.jsonl",
+                [
+                    {"id": f"{bench}-{i}", "problem": f"Problem {i}?", "answer": a, "alt_answers": []}
+                    for i, a in enumerate(answers)
+                ],
+            )
         return root
 
     return make
@@ -161,7 +169,9 @@ def served_log_probs(policy, prompt, response) -> "torch.Tensor":
     if policy.config.actor_rollout_ref.rollout.name != "vllm":
         return torch.tensor(ray.get(server.compute_log_probs.remote(prompt, response)))
     params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "repetition_penalty": 1.0, "prompt_logprobs": 0}
-    output = ray.get(server.generate.remote(prompt_ids=prompt + response, sampling_params=params, request_id=uuid.uuid4().hex))
+    output = ray.get(
+        server.generate.remote(prompt_ids=prompt + response, sampling_params=params, request_id=uuid.uuid4().hex)
+    )
     scored = output.extra_fields["prompt_logprobs"]  # entry j: the log-prob of token j + 1
     return torch.tensor([scored[len(prompt) - 1 + i][0] for i in range(len(response))])
 
@@ -273,7 +283,9 @@ def check_two_policies(
 
 def response_ids(batch) -> list[list[int]]:
     """Each row's response token ids, padding removed."""
-    return [batch.batch["responses"][row][batch.batch["response_mask"][row].bool()].tolist() for row in range(len(batch))]
+    return [
+        batch.batch["responses"][row][batch.batch["response_mask"][row].bool()].tolist() for row in range(len(batch))
+    ]
 
 
 def check_greedy_validation(player) -> None:
@@ -336,7 +348,9 @@ def check_one_eos_story(folder) -> tuple[int, int]:
     for key in ("repetition_penalty", "temperature", "top_p", "top_k"):  # no sampling defaults hidden in the folder
         assert getattr(generation, key) in (None, 1.0, 50), key
     assert stop_token_ids(tokenizer, generation) == tuple(sorted({eos, pad}))
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 3 + 4?"}], tokenize=False, add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 3 + 4?"}], tokenize=False, add_generation_prompt=True
+    )
     assert prompt.rstrip().endswith("<|im_start|>assistant") and "<|im_end|>" in prompt  # turns end with the EOS
     return eos, pad
 

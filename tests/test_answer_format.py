@@ -53,8 +53,10 @@ def test_auto_appends_the_instruction_to_a_template_without_it(qwen_instruct):
     instruction = resolve_answer_instruction("auto", qwen_instruct)
     assert instruction == BOXED_INSTRUCTION
     text = _render(qwen_instruct, answer_instruction=instruction)
-    assert text == (f"<|im_start|>system\n{INSTRUCT_SYSTEM}<|im_end|>\n"
-                    f"<|im_start|>user\n{PROBLEM}\n{BOXED_INSTRUCTION}<|im_end|>\n<|im_start|>assistant\n")
+    assert text == (
+        f"<|im_start|>system\n{INSTRUCT_SYSTEM}<|im_end|>\n"
+        f"<|im_start|>user\n{PROBLEM}\n{BOXED_INSTRUCTION}<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert text.count("\\boxed") == 1
 
 
@@ -71,7 +73,10 @@ def test_auto_adds_nothing_to_qwen_math_whose_template_boxes(qwen_math):
 @needs_qwen
 def test_a_boxed_system_prompt_counts_as_the_instruction(qwen_instruct):
     assert resolve_answer_instruction("auto", qwen_instruct, system_prompt=BOXED_INSTRUCTION) is None
-    assert resolve_answer_instruction("auto", qwen_instruct, system_prompt="You are a helpful math tutor.") == BOXED_INSTRUCTION
+    assert (
+        resolve_answer_instruction("auto", qwen_instruct, system_prompt="You are a helpful math tutor.")
+        == BOXED_INSTRUCTION
+    )
 
 
 @needs_qwen
@@ -79,8 +84,9 @@ def test_the_evaluation_prompt_is_the_training_prompt(qwen_instruct):
     # One prompt everywhere: `python -m cpmobius.eval` renders the messages the loop sends (`player_prompt`)
     instruction = resolve_answer_instruction("auto", qwen_instruct)
     encoded = encode_prompt(qwen_instruct, PROBLEM, None, instruction)
-    assert encoded.text == qwen_instruct.apply_chat_template(player_prompt(PROBLEM, None, instruction), tokenize=False,
-                                                             add_generation_prompt=True)
+    assert encoded.text == qwen_instruct.apply_chat_template(
+        player_prompt(PROBLEM, None, instruction), tokenize=False, add_generation_prompt=True
+    )
     assert qwen_instruct.decode(encoded.token_ids) == encoded.text
 
 
@@ -95,14 +101,18 @@ def test_the_toy_template_lacks_the_instruction_and_the_toy_preset_keeps_its_pro
     assert instruction is None
     assert player_prompt(PROBLEM, None, instruction) == [{"role": "user", "content": PROBLEM}]
     assert _render(tokenizer, answer_instruction=instruction) == (
-        f"<|im_start|>user\n{PROBLEM}<|im_end|>\n<|im_start|>assistant\n")
+        f"<|im_start|>user\n{PROBLEM}<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
-@pytest.mark.parametrize("overrides,expected", [
-    (["model=qwen2p5_math_1p5b"], "auto"),
-    (["experiment=released_qwen_1p5b"], "auto"),
-    (["model=tiny"], "template"),
-])
+@pytest.mark.parametrize(
+    "overrides,expected",
+    [
+        (["model=qwen2p5_math_1p5b"], "auto"),
+        (["experiment=released_qwen_1p5b"], "auto"),
+        (["model=tiny"], "template"),
+    ],
+)
 def test_presets_answer_format(overrides, expected):
     assert load_settings(compose_config(overrides)).player.answer_format == expected
 
@@ -128,7 +138,9 @@ def test_the_instruction_is_never_said_twice():
     problem = "What is 2 + 3? Put your answer in \\boxed{}."
     assert player_prompt(problem, None, BOXED_INSTRUCTION) == [{"role": "user", "content": problem}]
     assert player_prompt(PROBLEM, "sys", BOXED_INSTRUCTION) == [
-        {"role": "system", "content": "sys"}, {"role": "user", "content": f"{PROBLEM}\n{BOXED_INSTRUCTION}"}]
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": f"{PROBLEM}\n{BOXED_INSTRUCTION}"},
+    ]
 
 
 def test_bad_values_are_refused():
@@ -158,12 +170,16 @@ def test_training_and_validation_carry_the_same_instruction():
 
         def generate(self, prompts, n=1, validate=False, greedy=False):
             self.prompts.append([list(p) for p in prompts])
-            return type("Batch", (), {"batch": {"response_mask": torch.ones(len(prompts) * n, 2)}, "rows": len(prompts) * n})()
+            return type(
+                "Batch", (), {"batch": {"response_mask": torch.ones(len(prompts) * n, 2)}, "rows": len(prompts) * n}
+            )()
 
         def decode_responses(self, batch):
             return ["\\boxed{47}"] * batch.rows, [False] * batch.rows
 
     player = Player()
     roll_out_and_filter(player, [PROBLEM], 4, FilterSettings(enabled=False), None, BOXED_INSTRUCTION)
-    measure_accuracy(player, ValidationSet("v", ["0"], [PROBLEM], ["47"]), ValidationSettings(), None, BOXED_INSTRUCTION)
+    measure_accuracy(
+        player, ValidationSet("v", ["0"], [PROBLEM], ["47"]), ValidationSettings(), None, BOXED_INSTRUCTION
+    )
     assert player.prompts[0] == player.prompts[1] == [[{"role": "user", "content": f"{PROBLEM}\n{BOXED_INSTRUCTION}"}]]

@@ -97,7 +97,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
                 state[path.pop()] = 2
                 stack.pop()
             elif state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             elif nxt not in state:
                 state[nxt] = 1
                 path.append(nxt)
@@ -138,8 +138,6 @@ def test_cycle_finder_reports_a_cycle_through_an_init(tmp_path):
 def test_no_file_is_over_the_line_limit(module):
     lines = len(module_files()[module].read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{module}: {lines} lines (limit {MAX_LINES}): split it by responsibility"
-
-
 
 
 def test_every_subpackage_says_what_it_holds_and_may_import():

@@ -13,16 +13,34 @@ import pytest
 pytestmark = pytest.mark.slow
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_step_gpu.py"
-FAST_TOY = ["model.pretrain.player_steps=300", "model.pretrain.coach_steps=300", "model.pretrain.coach_corpus=problems",
-            "model.pretrain.player_unboxed=0.0"]
+FAST_TOY = [
+    "model.pretrain.player_steps=300",
+    "model.pretrain.coach_steps=300",
+    "model.pretrain.coach_corpus=problems",
+    "model.pretrain.player_unboxed=0.0",
+]
 
 
 def test_bench_measures_the_yardstick_and_each_phase(tmp_path, model_cache):
     out = tmp_path / "bench"
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--toy", "--out", str(out), "--phases", "released:1,reserve:1", "--yardstick-steps", "2",
-         "--checkpoint", f"model.cache_dir={model_cache}", *FAST_TOY],
-        capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            str(BENCH),
+            "--toy",
+            "--out",
+            str(out),
+            "--phases",
+            "released:1,reserve:1",
+            "--yardstick-steps",
+            "2",
+            "--checkpoint",
+            f"model.cache_dir={model_cache}",
+            *FAST_TOY,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     figures = json.loads((out / "bench_step_gpu.json").read_text())

@@ -33,12 +33,12 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize(
     "start, total, save_freq, expected",
     [
-        (0, 15, 1, 15),    # every step
+        (0, 15, 1, 15),  # every step
         (0, 999, 10, 100),  # 99 multiples of 10 up to 990, and the last step
         (0, 1000, 10, 100),  # the last step is a multiple: counted once
-        (4, 10, 2, 3),     # resumed at 4: 6, 8, 10
-        (10, 10, 2, 0),    # nothing left to do
-        (0, 7, 0, 1),      # save_freq 0: only after the last step
+        (4, 10, 2, 3),  # resumed at 4: 6, 8, 10
+        (10, 10, 2, 0),  # nothing left to do
+        (0, 7, 0, 1),  # save_freq 0: only after the last step
     ],
 )
 def test_saves_between(start, total, save_freq, expected):
@@ -49,12 +49,12 @@ def test_saves_between(start, total, save_freq, expected):
     "existing, saves, keep, expected",
     [
         (0, 15, None, 15),  # keep all: every save stays
-        (0, 15, 1, 2),      # keep 1: the old one and the one being written
+        (0, 15, 1, 2),  # keep 1: the old one and the one being written
         (0, 15, 3, 4),
-        (0, 2, 3, 2),       # fewer saves than the limit
-        (3, 10, 3, 1),      # resumed with the limit reached: one more while writing
-        (5, 10, 3, 1),      # more on disk than the limit (pruned after the next save)
-        (2, 0, 1, 0),       # nothing to write
+        (0, 2, 3, 2),  # fewer saves than the limit
+        (3, 10, 3, 1),  # resumed with the limit reached: one more while writing
+        (5, 10, 3, 1),  # more on disk than the limit (pruned after the next save)
+        (2, 0, 1, 0),  # nothing to write
     ],
 )
 def test_checkpoints_held_at_the_fullest_moment(existing, saves, keep, expected):
@@ -65,8 +65,15 @@ def test_parameter_count_of_the_1p5b_shape_from_its_config_alone(tmp_path):
     """Qwen2.5-Math-1.5B's shape (untied head): 1.78 B parameters, counted without building real weights."""
     from transformers import Qwen2Config
 
-    Qwen2Config(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-                num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=False).save_pretrained(tmp_path)
+    Qwen2Config(
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        vocab_size=151936,
+        tie_word_embeddings=False,
+    ).save_pretrained(tmp_path)
     # embeddings 151936·1536 twice (untied) + 28 layers of attention (q, k, v with biases, o) and MLP + norms
     layer = (1536 * 1536 + 1536) + 2 * (1536 * 256 + 256) + 1536 * 1536 + 3 * 1536 * 8960 + 2 * 1536
     assert count_parameters(str(tmp_path)) == 2 * 151936 * 1536 + 28 * layer + 1536 == 1_777_088_000
@@ -76,18 +83,33 @@ def paper_shape_config(tmp_path, *overrides):
     from transformers import Qwen2Config
 
     model = tmp_path / "model"
-    Qwen2Config(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-                num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=False).save_pretrained(model)
-    return compose_config([
-        f"model.coach_path={model}", f"model.player_path={model}", "model.name=qwen_test", "warmup.enabled=false",
-        f"trainer.default_local_dir={tmp_path / 'run'}", *overrides,
-    ])
+    Qwen2Config(
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        vocab_size=151936,
+        tie_word_embeddings=False,
+    ).save_pretrained(model)
+    return compose_config(
+        [
+            f"model.coach_path={model}",
+            f"model.player_path={model}",
+            "model.name=qwen_test",
+            "warmup.enabled=false",
+            f"trainer.default_local_dir={tmp_path / 'run'}",
+            *overrides,
+        ]
+    )
 
 
 def test_the_1p5b_checkpoint_and_the_disk_that_could_not_hold_it(tmp_path, monkeypatch):
     """Both policies in fp32 with AdamW: 1.777 B × 12 bytes ≈ 21.3 GB each, ≈ 42.7 GB a checkpoint; keeping
     one means two on disk while the next is written: 85 GB, more than the 64 GB disk that filled at step 4."""
-    cfg = paper_shape_config(tmp_path, "trainer.save_freq=2", "trainer.max_actor_ckpt_to_keep=1", "trainer.total_training_steps=999")
+    cfg = paper_shape_config(
+        tmp_path, "trainer.save_freq=2", "trainer.max_actor_ckpt_to_keep=1", "trainer.total_training_steps=999"
+    )
     plan = plan_checkpoint_space(cfg, build_policy_configs(cfg))
     player = plan.policies[0]
     assert player.weight_bytes == 1_777_088_000 * 4 and player.optimizer_bytes == 1_777_088_000 * 8
@@ -98,11 +120,20 @@ def test_the_1p5b_checkpoint_and_the_disk_that_could_not_hold_it(tmp_path, monke
         check_checkpoint_space(cfg, build_policy_configs(cfg))
     message = str(refused.value)
     assert "\n" not in message
-    for needle in ("one checkpoint is 42.7 GB", "player 21.3 GB", "2 of them", "85.3 GB", "60.0 GB free",
-                   "do not fit here", "trainer.default_local_dir"):
+    for needle in (
+        "one checkpoint is 42.7 GB",
+        "player 21.3 GB",
+        "2 of them",
+        "85.3 GB",
+        "60.0 GB free",
+        "do not fit here",
+        "trainer.default_local_dir",
+    ):
         assert needle in message, needle
     monkeypatch.setattr("cpmobius.checkpoint_space.free_bytes", lambda folder: 90_000_000_000)
-    assert check_checkpoint_space(cfg, build_policy_configs(cfg)).startswith("[cpmobius] checkpoints: one checkpoint is 42.7 GB")
+    assert check_checkpoint_space(cfg, build_policy_configs(cfg)).startswith(
+        "[cpmobius] checkpoints: one checkpoint is 42.7 GB"
+    )
 
 
 def test_a_model_config_out_of_reach_leaves_the_space_unchecked_and_the_run_going(tmp_path, monkeypatch):
@@ -110,7 +141,10 @@ def test_a_model_config_out_of_reach_leaves_the_space_unchecked_and_the_run_goin
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cfg = paper_shape_config(tmp_path, "model.player_path=nobody/no-such-model")
     line = check_checkpoint_space(cfg, build_policy_configs(cfg))
-    assert line.startswith("[cpmobius] checkpoint space not checked: a model's config could not be read") and "\n" not in line
+    assert (
+        line.startswith("[cpmobius] checkpoint space not checked: a model's config could not be read")
+        and "\n" not in line
+    )
 
 
 def test_rollback_and_warmup_add_their_copies(tmp_path):
@@ -140,7 +174,10 @@ def test_a_too_small_disk_stops_the_default_run_before_any_model_loads(tmp_path)
     cache = tmp_path / "no-models-here"
     done = subprocess.run(
         [sys.executable, "-c", code, f"model.cache_dir={cache}", f"trainer.default_local_dir={tmp_path / 'run'}"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 2, done.stderr[-2000:]
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -168,11 +205,18 @@ class FullDiskPolicy:
 
 def test_a_save_on_a_full_disk_keeps_the_previous_checkpoint_and_says_so_in_one_line(tmp_path):
     state = {"step": 1, "policies": {n: {"global_steps": 1, "generation_calls": 0} for n in ("coach", "player")}}
-    checkpoint.save_checkpoint(tmp_path, 1, {"coach": FullDiskPolicy(1.0), "player": FullDiskPolicy(1.0)}, state,
-                               OmegaConf.create({}), keep=1)
+    checkpoint.save_checkpoint(
+        tmp_path, 1, {"coach": FullDiskPolicy(1.0), "player": FullDiskPolicy(1.0)}, state, OmegaConf.create({}), keep=1
+    )
     with pytest.raises(checkpoint.CheckpointSaveError) as failed:
-        checkpoint.save_checkpoint(tmp_path, 2, {"coach": FullDiskPolicy(2.0), "player": FullDiskPolicy(2.0, full=True)},
-                                   {**state, "step": 2}, OmegaConf.create({}), keep=1)
+        checkpoint.save_checkpoint(
+            tmp_path,
+            2,
+            {"coach": FullDiskPolicy(2.0), "player": FullDiskPolicy(2.0, full=True)},
+            {**state, "step": 2},
+            OmegaConf.create({}),
+            keep=1,
+        )
     message = str(failed.value)
     assert "\n" not in message and "No space left on device" in message and "step 1, is intact" in message
     assert not (tmp_path / ".global_step_2.partial").exists()  # the half-written copy's space is given back

@@ -47,9 +47,13 @@ def test_eval_help_names_the_builtin_demo_and_where_data_comes_from():
     assert "`demo` is built in" in flat and "scripts/fetch_benchmarks.py" in flat
 
 
-@pytest.mark.parametrize("module", ["cpmobius.eval", "cpmobius.plots", "cpmobius.grading", "cpmobius.run_report", "cpmobius.models"])
+@pytest.mark.parametrize(
+    "module", ["cpmobius.eval", "cpmobius.plots", "cpmobius.grading", "cpmobius.run_report", "cpmobius.models"]
+)
 def test_help_exits_zero_with_a_usage_line(module):
-    result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith(f"usage: python -m {module}"), result.stdout[:200]
 

@@ -43,8 +43,10 @@ class StandInPolicy:
 
 
 def rows(count: int, label: float) -> DataProto:
-    return DataProto.from_dict(tensors={"response_mask": torch.ones(count, 3), "label": torch.full((count,), label)},
-                               meta_info={"temperature": 1.0})
+    return DataProto.from_dict(
+        tensors={"response_mask": torch.ones(count, 3), "label": torch.full((count,), label)},
+        meta_info={"temperature": 1.0},
+    )
 
 
 @pytest.fixture
@@ -62,17 +64,33 @@ def make_loop(tmp_path, monkeypatch):
     def make(reserve: float, keep: set[int], quota: int = 4, max_attempts: int = 6, adaptive: bool = False):
         def roll_out(player, texts, n, settings, *args):
             numbers = [int(t.split()[1]) for t in texts]
-            outcomes = [GroupOutcome("1", 0.5, [True, False], [False, False], k in keep, None if k in keep else "too_easy") for k in numbers]
+            outcomes = [
+                GroupOutcome("1", 0.5, [True, False], [False, False], k in keep, None if k in keep else "too_easy")
+                for k in numbers
+            ]
             return rows(len(texts) * n, 0.0), outcomes
 
         monkeypatch.setattr(loop_module, "propose_problems", propose)
         monkeypatch.setattr(loop_module, "roll_out_and_filter", roll_out)
-        cfg = compose_config([f"trainer.default_local_dir={tmp_path}", f"filter.quota={quota}", "filter.oversample=1.0",
-                              f"filter.max_attempts={max_attempts}", f"filter.coach_reserve={reserve}", f"player.n={N}",
-                              f"filter.adaptive_oversample={adaptive}"])
+        cfg = compose_config(
+            [
+                f"trainer.default_local_dir={tmp_path}",
+                f"filter.quota={quota}",
+                "filter.oversample=1.0",
+                f"filter.max_attempts={max_attempts}",
+                f"filter.coach_reserve={reserve}",
+                f"player.n={N}",
+                f"filter.adaptive_oversample={adaptive}",
+            ]
+        )
         guard = EngineGuard()
-        loop = CoachPlayerLoop(cfg, load_settings(cfg), StandInPolicy("coach", guard), StandInPolicy("player", guard),
-                               val_set=ValidationSet("none", [], [], []))
+        loop = CoachPlayerLoop(
+            cfg,
+            load_settings(cfg),
+            StandInPolicy("coach", guard),
+            StandInPolicy("player", guard),
+            val_set=ValidationSet("none", [], [], []),
+        )
         return loop
 
     make.written, make.seen_by_batch = written, seen_by_batch
@@ -111,7 +129,9 @@ def test_the_reserve_is_topped_up_when_it_runs_short_and_leftovers_are_archived(
     assert kept.coach_batch.batch["label"].tolist()[:3] == [0.0, 0.0, 6.0]  # from the second Coach batch
     coach_wakes = loop.player.guard.history.count("coach")
     assert coach_wakes < metrics["filter/attempts"]
-    archived = [json.loads(line) for line in next((tmp_path / "problems").glob("step_*.jsonl")).read_text().splitlines()]
+    archived = [
+        json.loads(line) for line in next((tmp_path / "problems").glob("step_*.jsonl")).read_text().splitlines()
+    ]
     unused = [row for row in archived if row["attempt"] is None]
     assert len(unused) == metrics["coach/reserve_unused"] == len(make_loop.written) - metrics["coach/candidates"]
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 import torch
 
 from cpmobius.engine.config import compose_config, policy_config
@@ -29,7 +28,13 @@ def _batch():
     from cpmobius.toy.tiny_models import build_char_tokenizer, build_tiny_qwen2
 
     tokenizer = build_char_tokenizer()
-    spec = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128}
+    spec = {
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+    }
     model = build_tiny_qwen2(tokenizer, spec, seed=3)
     with torch.no_grad():  # peaked next-token distributions (mean entropy ~1.5 nats), like a trained model's
         model.get_output_embeddings().weight.mul_(6.0)
@@ -56,8 +61,12 @@ def _parts(model, reference, ids, mask, advantages, actor):
         ref_log_prob = logprobs_from_logits(reference(input_ids=ids).logits[:, :-1], ids[:, 1:])
     mode = actor.loss_agg_mode
     pg_loss, _ = get_policy_loss_fn(actor.policy_loss.loss_mode)(
-        old_log_prob=log_prob.detach(), log_prob=log_prob, advantages=advantages, response_mask=mask.bool(),
-        loss_agg_mode=mode, config=actor,
+        old_log_prob=log_prob.detach(),
+        log_prob=log_prob,
+        advantages=advantages,
+        response_mask=mask.bool(),
+        loss_agg_mode=mode,
+        config=actor,
     )
     entropy_part = -float(actor.entropy_coeff) * agg_loss(loss_mat=entropy, loss_mask=mask, loss_agg_mode=mode)
     kld = kl_penalty(logprob=log_prob, ref_logprob=ref_log_prob, kl_penalty=actor.kl_loss_type)

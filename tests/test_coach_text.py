@@ -37,30 +37,61 @@ class _Coach:
         batch = {"responses": torch.tensor([[i, 99] for i in range(rows)]), "response_mask": torch.ones(rows, 2)}
         return type("Batch", (), {"batch": batch})()
 
+
 # (response, the problem that remains, what was cut)
 WRAPPED = [
-    ("Sure, here's a valid math problem:\n\nWhat is the sum of the first 10 positive odd integers?",
-     "What is the sum of the first 10 positive odd integers?", ("preamble",)),
-    ("Sure, here's a valid math problem: A rectangle has length 8 and width 5. What is its area?",
-     "A rectangle has length 8 and width 5. What is its area?", ("preamble",)),
-    ("Sure! Here's a math problem for you to solve.\n\nA train travels 60 km in 45 minutes. What is its speed in km/h?",
-     "A train travels 60 km in 45 minutes. What is its speed in km/h?", ("preamble",)),
-    ("Certainly! Here is a valid math problem involving 3 variables:\n\nSolve for x: 2x + 3 = 11.",
-     "Solve for x: 2x + 3 = 11.", ("preamble",)),
-    ("Of course. I'll create a problem for you:\n\nHow many positive divisors does 36 have?",
-     "How many positive divisors does 36 have?", ("preamble",)),
-    ("Sure, here's one:\n\n**Problem:** Find all real x such that x^2 - 5x + 6 = 0.\n\nI hope this helps!",
-     "Find all real x such that x^2 - 5x + 6 = 0.", ("preamble", "heading", "closing")),
-    ("**Problem:**\nWhat is the least common multiple of 12 and 18?",
-     "What is the least common multiple of 12 and 18?", ("heading",)),
-    ("### Math Problem\n\nHow many primes are less than 30?\n\n---\n\nThis problem tests your knowledge of primes.",
-     "How many primes are less than 30?", ("heading", "closing")),
+    (
+        "Sure, here's a valid math problem:\n\nWhat is the sum of the first 10 positive odd integers?",
+        "What is the sum of the first 10 positive odd integers?",
+        ("preamble",),
+    ),
+    (
+        "Sure, here's a valid math problem: A rectangle has length 8 and width 5. What is its area?",
+        "A rectangle has length 8 and width 5. What is its area?",
+        ("preamble",),
+    ),
+    (
+        "Sure! Here's a math problem for you to solve.\n\nA train travels 60 km in 45 minutes. What is its speed in km/h?",
+        "A train travels 60 km in 45 minutes. What is its speed in km/h?",
+        ("preamble",),
+    ),
+    (
+        "Certainly! Here is a valid math problem involving 3 variables:\n\nSolve for x: 2x + 3 = 11.",
+        "Solve for x: 2x + 3 = 11.",
+        ("preamble",),
+    ),
+    (
+        "Of course. I'll create a problem for you:\n\nHow many positive divisors does 36 have?",
+        "How many positive divisors does 36 have?",
+        ("preamble",),
+    ),
+    (
+        "Sure, here's one:\n\n**Problem:** Find all real x such that x^2 - 5x + 6 = 0.\n\nI hope this helps!",
+        "Find all real x such that x^2 - 5x + 6 = 0.",
+        ("preamble", "heading", "closing"),
+    ),
+    (
+        "**Problem:**\nWhat is the least common multiple of 12 and 18?",
+        "What is the least common multiple of 12 and 18?",
+        ("heading",),
+    ),
+    (
+        "### Math Problem\n\nHow many primes are less than 30?\n\n---\n\nThis problem tests your knowledge of primes.",
+        "How many primes are less than 30?",
+        ("heading", "closing"),
+    ),
     ("What is 12 + 35?\n\nLet me know if you need the solution.", "What is 12 + 35?", ("closing",)),
     ("Compute 3^4 - 2^5. Good luck!", "Compute 3^4 - 2^5.", ("closing",)),
-    ("What is the remainder when 2^10 is divided by 7?\n\nIf you'd like a hint, just ask!",
-     "What is the remainder when 2^10 is divided by 7?", ("closing",)),
-    ('Here\'s a problem for you: "What is the greatest prime factor of 91?"',
-     "What is the greatest prime factor of 91?", ("preamble",)),
+    (
+        "What is the remainder when 2^10 is divided by 7?\n\nIf you'd like a hint, just ask!",
+        "What is the remainder when 2^10 is divided by 7?",
+        ("closing",),
+    ),
+    (
+        'Here\'s a problem for you: "What is the greatest prime factor of 91?"',
+        "What is the greatest prime factor of 91?",
+        ("preamble",),
+    ),
 ]
 
 # Problems that merely look like wrapping: nothing is cut.
@@ -114,11 +145,14 @@ def test_problems_that_resemble_wrapping_are_left_whole(text):
     assert read_problem(text, False, CoachSettings()).reject_reason is None
 
 
-@pytest.mark.parametrize("response", [
-    "Sure, here's a valid math problem:",
-    "Certainly! Here is a problem for you.\n\nI hope this helps!",
-    "I hope this helps!",
-])
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Sure, here's a valid math problem:",
+        "Certainly! Here is a problem for you.\n\nI hope this helps!",
+        "I hope this helps!",
+    ],
+)
 def test_wrapping_with_no_problem_is_chatter(response):
     read = read_problem(response, False, CoachSettings())
     assert read.reject_reason == "chatter" and read.text == response.strip()  # the archive shows what was said
@@ -138,8 +172,13 @@ def test_refusals_are_rejected_wherever_they_stand(text):
     assert read_problem(text, False, CoachSettings()).reject_reason == "refusal"
 
 
-@pytest.mark.parametrize("text", ["Tom said he was sorry 3 times a day for 5 days. How many apologies is that?",
-                                  "I can't remember the number, but it is odd and less than 10. How many numbers fit?"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tom said he was sorry 3 times a day for 5 days. How many apologies is that?",
+        "I can't remember the number, but it is odd and less than 10. How many numbers fit?",
+    ],
+)
 def test_problems_mentioning_sorry_or_cannot_are_not_refusals(text):
     assert not is_refusal(text)
 
@@ -181,7 +220,9 @@ def test_propose_problems_sends_the_extracted_text_and_counts_reasons_and_extrac
     assert metrics["coach/valid_frac"] == 0.5
     assert metrics["coach/rejected/refusal"] == 1 and metrics["coach/rejected/worked_solution"] == 1
     assert metrics["coach/extracted/preamble"] == 4 and metrics["coach/extracted/closing"] == 1
-    assert {f"coach/rejected/{r}" for r in REJECT_REASONS} | {f"coach/extracted/{k}" for k in EXTRACTED_KINDS} <= set(metrics)
+    assert {f"coach/rejected/{r}" for r in REJECT_REASONS} | {f"coach/extracted/{k}" for k in EXTRACTED_KINDS} <= set(
+        metrics
+    )
 
 
 def test_the_readme_defines_every_reject_reason_and_extraction_kind():
@@ -225,9 +266,11 @@ def test_problems_addressing_the_solver_are_not_asking_back(text):
 
 
 def test_a_recorded_preamble_with_a_quoted_problem_and_closing_remark_is_extracted():
-    response = ("Sure, here's a math problem for you:\n\n\"How many unique paths of length 5 using the characters "
-                "'a', 'b', and 'c'?\"\n\nThis problem requires generating all unique sequences of length 5 that use "
-                "the characters 'a', 'b', and 'c', where each character can be used only once.")
+    response = (
+        "Sure, here's a math problem for you:\n\n\"How many unique paths of length 5 using the characters "
+        "'a', 'b', and 'c'?\"\n\nThis problem requires generating all unique sequences of length 5 that use "
+        "the characters 'a', 'b', and 'c', where each character can be used only once."
+    )
     read = read_problem(response, False, CoachSettings())
     assert read.reject_reason is None and read.extracted == ("preamble", "closing")
     assert read.text == "How many unique paths of length 5 using the characters 'a', 'b', and 'c'?"
@@ -235,22 +278,30 @@ def test_a_recorded_preamble_with_a_quoted_problem_and_closing_remark_is_extract
 
 def test_a_recorded_lead_in_after_talk_about_the_task_is_cut_to_the_quoted_problem():
     # Qwen2.5-Coder-0.5B-Instruct as Coach, 2026-12-01 H200 run, step 6: kept with the talk around it.
-    response = ("Regarding problem-solving, a valid math problem should typically involve a problem that can be "
-                "efficiently administered and approached from different angles. Suppose we have a problem that "
-                "involves finding the square root of a given number. Here's a question:\n\n\"The square root of 49 "
-                "is what?\"\n\nThis question is straightforward and does not require any additional steps beyond "
-                "counting the number of digits or solving it in a calculator. It also meets the criteria of being "
-                "appropriate to ask someone from different angles, and it involves a straightforward and familiar "
-                "problem.")
+    response = (
+        "Regarding problem-solving, a valid math problem should typically involve a problem that can be "
+        "efficiently administered and approached from different angles. Suppose we have a problem that "
+        "involves finding the square root of a given number. Here's a question:\n\n\"The square root of 49 "
+        'is what?"\n\nThis question is straightforward and does not require any additional steps beyond '
+        "counting the number of digits or solving it in a calculator. It also meets the criteria of being "
+        "appropriate to ask someone from different angles, and it involves a straightforward and familiar "
+        "problem."
+    )
     read = read_problem(response, False, CoachSettings())
-    assert (read.text, read.reject_reason, read.extracted) == ("The square root of 49 is what?", None,
-                                                               ("preamble", "closing"))
+    assert (read.text, read.reject_reason, read.extracted) == (
+        "The square root of 49 is what?",
+        None,
+        ("preamble", "closing"),
+    )
 
 
-@pytest.mark.parametrize("text", [
-    # The data before "Here is the question:" belongs to the problem: no quoted paragraph follows, nothing cut.
-    "A set S has 5 elements. Here is the question: how many subsets of S have 2 elements?",
-    "Ann has 3 cats and 2 dogs.\nHere is the problem:\nHow many pets does she have?",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # The data before "Here is the question:" belongs to the problem: no quoted paragraph follows, nothing cut.
+        "A set S has 5 elements. Here is the question: how many subsets of S have 2 elements?",
+        "Ann has 3 cats and 2 dogs.\nHere is the problem:\nHow many pets does she have?",
+    ],
+)
 def test_a_lead_in_without_a_quoted_problem_keeps_the_data_before_it(text):
     assert extract_problem(text).text == text

@@ -73,7 +73,9 @@ def test_a_value_stated_after_the_question_is_a_worked_solution(text):
     assert is_worked_solution(extract_problem(text).text) or reason(text) == "leaks_answer"
 
 
-@pytest.mark.parametrize("text", [r"Compute $17 \times 3$. (Hint: the result is 51.)", r"Find $17 \times 3$. It equals 51."])
+@pytest.mark.parametrize(
+    "text", [r"Compute $17 \times 3$. (Hint: the result is 51.)", r"Find $17 \times 3$. It equals 51."]
+)
 def test_the_imperative_leaks_of_the_qa_report_have_the_documented_reason(text):
     assert reason(text) == "worked_solution"
 
@@ -113,14 +115,17 @@ def test_problems_that_only_mention_answers_or_solutions_are_valid(text):
 # ----------------------------------------------------------------------------- long text: bounded, linear time
 
 
-@pytest.mark.parametrize("text", [
-    "What is 2+2?" + "\n" * 20_000 + "x",
-    "What is 2+2?" + " " * 50_000 + "x",
-    "What is 2+2?" + " \n" * 25_000 + "x",
-    "What is 2+2?" + "\nI hope" * 8_000,
-    "What is 2+2?" + "\n\n---" * 10_000,
-    "x" * 50_000 + "?",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What is 2+2?" + "\n" * 20_000 + "x",
+        "What is 2+2?" + " " * 50_000 + "x",
+        "What is 2+2?" + " \n" * 25_000 + "x",
+        "What is 2+2?" + "\nI hope" * 8_000,
+        "What is 2+2?" + "\n\n---" * 10_000,
+        "x" * 50_000 + "?",
+    ],
+)
 def test_long_responses_are_over_long(text):
     problem = read_problem(text, False, CoachSettings())
     assert problem.reject_reason == "over_long" and problem.text == text.strip()
@@ -131,13 +136,20 @@ def test_whitespace_around_a_problem_does_not_count():
     assert reason("\n" * 20_000 + "What is 2+2?" + " " * 30_000) is None
 
 
-@pytest.mark.parametrize("unit", ["\n", " ", " \n", "\t", "? ", ". ", "Answer: ", "|a|\n", "to solve the ", "if you need "])
+@pytest.mark.parametrize(
+    "unit", ["\n", " ", " \n", "\t", "? ", ". ", "Answer: ", "|a|\n", "to solve the ", "if you need "]
+)
 def test_long_text_is_judged_when_the_limit_allows_it(unit):
     # max_problem_chars lifted: every pattern runs on 50,000 characters (86 s for 20,000 newlines before);
     # the reason is what matters, the time only has to be sane
     settings = CoachSettings(max_problem_chars=10**6)
     text = "What is 2+2?" + unit * (50_000 // len(unit)) + "x"
-    assert read_problem(text, False, settings).reject_reason in (None, "needs_figure", "worked_solution", "several_problems")
+    assert read_problem(text, False, settings).reject_reason in (
+        None,
+        "needs_figure",
+        "worked_solution",
+        "several_problems",
+    )
 
 
 def test_a_wrapped_problem_just_past_the_limit_is_still_cut_and_judged():

@@ -11,11 +11,11 @@ from collections import Counter
 
 import pytest
 
-from cpmobius.warmup.data import filter_problems
-from cpmobius.warmup.sources import OverlapIndex, normalise_whitespace
 from cpmobius.coach import REJECT_REASONS, find_problem_fault, needs_figure, propose_problems
 from cpmobius.metrics import filter_metrics
 from cpmobius.settings import CoachSettings
+from cpmobius.warmup.data import filter_problems
+from cpmobius.warmup.sources import OverlapIndex, normalise_whitespace
 
 NEEDS_FIGURE = [
     "As shown in the figure, ABCD is a square with side 2. Find the area of triangle ABE.",
@@ -66,7 +66,7 @@ NOT_A_FIGURE = [
 
 # The figure or the table is in the text: kept (MATH's problems carry Asymptote code).
 FIGURE_IN_TEXT = [
-    "In the diagram below, AB = AC.\n[asy]\ndraw((0,0)--(1,2)--(2,0)--cycle);\nlabel(\"$A$\",(1,2),N);\n[/asy]\n"
+    'In the diagram below, AB = AC.\n[asy]\ndraw((0,0)--(1,2)--(2,0)--cycle);\nlabel("$A$",(1,2),N);\n[/asy]\n'
     "If angle A is 40 degrees, what is angle B?",
     "As shown in the figure, find the side of the square.\n\\begin{tikzpicture}\\draw (0,0) rectangle (2,2);\\end{tikzpicture}",
     "The table below shows the scores.\n| name | score |\n|---|---|\n| Ann | 3 |\n| Bob | 5 |\nWhat is the total score?",
@@ -131,8 +131,13 @@ def test_propose_problems_counts_needs_figure_and_logs_its_metric(scripted_coach
 
 
 def _row(problem: str) -> dict:
-    return {"data_source": "numina_cn_k12", "ability": "math",
-            "prompt": [{"role": "user", "content": problem + "\n\nPresent the answer in LaTex format: \\boxed{Your answer}"}]}
+    return {
+        "data_source": "numina_cn_k12",
+        "ability": "math",
+        "prompt": [
+            {"role": "user", "content": problem + "\n\nPresent the answer in LaTex format: \\boxed{Your answer}"}
+        ],
+    }
 
 
 def test_warmup_selection_drops_figure_problems_with_the_same_reason():

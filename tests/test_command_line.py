@@ -20,8 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_main(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "cpmobius.main", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "cpmobius.main", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.parametrize(
@@ -33,12 +34,19 @@ def run_main(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
         ("player.verl.actor.optim.lrr=1", "player.verl.actor.optim.lrr", "player.verl.actor.optim.lr"),
         ("+player.verl.actor.optim.lrr=1", "player.verl.actor.optim.lrr", "player.verl.actor.optim.lr"),
         ("++coach.verl.rollout.temprature=0.5", "coach.verl.rollout.temprature", "coach.verl.rollout.temperature"),
-        ("+actor_rollout_ref.actor.optim.lrr=1", "actor_rollout_ref.actor.optim.lrr", "actor_rollout_ref.actor.optim.lr"),
+        (
+            "+actor_rollout_ref.actor.optim.lrr=1",
+            "actor_rollout_ref.actor.optim.lrr",
+            "actor_rollout_ref.actor.optim.lr",
+        ),
         ("+player.verl.rollout={temperature:0.5,top_kk:3}", "player.verl.rollout.top_kk", "player.verl.rollout.top_k"),
         ("+trainer.total_trainig_steps=3", "trainer.total_trainig_steps", "trainer.total_training_steps"),
         # a field of verl's RolloutConfig dataclass that verl's YAML omits
-        ("++player.verl.rollout.repetition_penaltyy=1.05", "player.verl.rollout.repetition_penaltyy",
-         "player.verl.rollout.repetition_penalty"),
+        (
+            "++player.verl.rollout.repetition_penaltyy=1.05",
+            "player.verl.rollout.repetition_penaltyy",
+            "player.verl.rollout.repetition_penalty",
+        ),
     ],
 )
 def test_unknown_key_names_it_and_the_nearest_valid_one(override, named, nearest):
@@ -54,8 +62,16 @@ def test_unknown_key_names_it_and_the_nearest_valid_one(override, named, nearest
         ("player.verl.actor.optim.lr=1e-5", "player.actor_rollout_ref.actor.optim.lr", 1e-5),
         ("++player.verl.rollout.top_k=5", "player.actor_rollout_ref.rollout.top_k", 5),
         ("++coach.verl.actor.clip_ratio=0.3", "coach.actor_rollout_ref.actor.clip_ratio", 0.3),
-        ("+actor_rollout_ref.model.override_config.rope_theta=10000", "player.actor_rollout_ref.model.override_config.rope_theta", 10000),
-        ("++player.verl.actor.fsdp_config.use_orig_params=true", "player.actor_rollout_ref.actor.fsdp_config.use_orig_params", True),
+        (
+            "+actor_rollout_ref.model.override_config.rope_theta=10000",
+            "player.actor_rollout_ref.model.override_config.rope_theta",
+            10000,
+        ),
+        (
+            "++player.verl.actor.fsdp_config.use_orig_params=true",
+            "player.actor_rollout_ref.actor.fsdp_config.use_orig_params",
+            True,
+        ),
         ("++coach.verl.actor.fsdp_config.router_replay=null", None, None),  # a dataclass field, not in verl's YAML
         ("filter.quota=4", None, None),
         ("++model.pretrain.player_steps=10", None, None),
@@ -72,11 +88,15 @@ def test_valid_keys_pass_and_reach_the_policy(override, key, value):
 def test_key_of_another_group_option_is_checked_against_that_option():
     check_override_keys(["model=qwen2p5_math_1p5b", "model.player_path=/models/p"])
     with pytest.raises(ConfigError, match=r"model\.pretrain\.player_steps: unknown key"):
-        check_override_keys(["model=qwen2p5_math_1p5b", "++model.pretrain.player_steps=10"])  # only model=tiny pretrains
+        check_override_keys(
+            ["model=qwen2p5_math_1p5b", "++model.pretrain.player_steps=10"]
+        )  # only model=tiny pretrains
 
 
 def test_missing_group_option_lists_the_options():
-    with pytest.raises(ConfigError, match=r"^backend=cpux: no such option \(did you mean cpu\? options: cpu, cuda_hf, vllm\)$"):
+    with pytest.raises(
+        ConfigError, match=r"^backend=cpux: no such option \(did you mean cpu\? options: cpu, cuda_hf, vllm\)$"
+    ):
         check_override_keys(["backend=cpux", "filter.quota=4"])
 
 
@@ -117,7 +137,9 @@ def test_every_preset_sets_only_keys_verl_knows(experiment, verl_tree):
     assert not unknown, unknown
 
 
-@pytest.mark.parametrize("args", [["+filtr.quota=4"], ["filtr.quota=4"], ["--cfg", "job", "filtr.quota=4"], ["--cfg=job", "+filtr.quota=4"]])
+@pytest.mark.parametrize(
+    "args", [["+filtr.quota=4"], ["filtr.quota=4"], ["--cfg", "job", "filtr.quota=4"], ["--cfg=job", "+filtr.quota=4"]]
+)
 def test_misspelt_key_exits_2_with_one_line_before_anything_starts(tmp_path, args):
     out = tmp_path / "run"
     done = run_main(f"trainer.default_local_dir={out}", *args, cwd=tmp_path)
@@ -131,8 +153,19 @@ def test_help_is_short_and_points_at_the_full_config():
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert 20 < len(lines) < 60
-    for needle in ("backend=", "model=", "experiment=", "cpu*", "tiny*", "paper_qwen_1p5b", "--cfg job",
-                   "filter.quota=8", "player.n=8", "trainer.default_local_dir=", "exit 130"):
+    for needle in (
+        "backend=",
+        "model=",
+        "experiment=",
+        "cpu*",
+        "tiny*",
+        "paper_qwen_1p5b",
+        "--cfg job",
+        "filter.quota=8",
+        "player.n=8",
+        "trainer.default_local_dir=",
+        "exit 130",
+    ):
         assert needle in done.stdout, needle
 
 

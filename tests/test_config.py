@@ -66,8 +66,12 @@ def test_wrong_values_fail_with_the_key_named(override, key):
 
 @pytest.mark.parametrize(
     ("model", "utilization", "param_offload"),
-    [("qwen2p5_math_1p5b", 0.5, False), ("openmath_nemotron_1p5b", 0.5, False), ("octothinker_3b", 0.5, True),
-     ("qwen2p5_math_7b_instruct", 0.45, True)],
+    [
+        ("qwen2p5_math_1p5b", 0.5, False),
+        ("openmath_nemotron_1p5b", 0.5, False),
+        ("octothinker_3b", 0.5, True),
+        ("qwen2p5_math_7b_instruct", 0.45, True),
+    ],
 )
 def test_model_memory_defaults_for_two_vllm_engines(model, utilization, param_offload):
     configs = build_policy_configs(compose_config(["backend=vllm", f"model={model}"]))

@@ -151,8 +151,15 @@ def model_folder(tmp_path, name="m", **config):
 
 def qwen_cfg(path, *overrides):
     # Qwen2.5-Math-1.5B's shape: max_position_embeddings 4096
-    return compose_config(["model=qwen2p5_math_1p5b", f"model.player_path={path}", f"model.coach_path={path}",
-                           "data.max_prompt_length=1024", *overrides])
+    return compose_config(
+        [
+            "model=qwen2p5_math_1p5b",
+            f"model.player_path={path}",
+            f"model.coach_path={path}",
+            "data.max_prompt_length=1024",
+            *overrides,
+        ]
+    )
 
 
 def test_prompt_plus_response_over_the_context_is_rejected(tmp_path):
@@ -173,22 +180,38 @@ def test_cfg_job_rejects_a_context_overrun(tmp_path, capsys):
     from cpmobius.main import print_validated_config
 
     path = model_folder(tmp_path, max_position_embeddings=4096)
-    argv = ["--cfg", "job", "model=qwen2p5_math_1p5b", f"model.player_path={path}", f"model.coach_path={path}",
-            "data.max_prompt_length=1024", "data.max_response_length=4096"]
+    argv = [
+        "--cfg",
+        "job",
+        "model=qwen2p5_math_1p5b",
+        f"model.player_path={path}",
+        f"model.coach_path={path}",
+        "data.max_prompt_length=1024",
+        "data.max_response_length=4096",
+    ]
     assert print_validated_config(argv) == 2
     assert "exceed the context" in capsys.readouterr().err
 
 
 def test_context_check_is_skipped_without_a_model_folder_or_a_stated_context(tmp_path):
-    build_policy_configs(qwen_cfg(str(tmp_path / "not-fetched-yet"), "data.max_response_length=4096", "model.context_tokens=null"))
+    build_policy_configs(
+        qwen_cfg(str(tmp_path / "not-fetched-yet"), "data.max_response_length=4096", "model.context_tokens=null")
+    )
 
 
 @pytest.mark.parametrize("model", ["qwen2p5_math_1p5b", "qwen2p5_math_7b_instruct"])
 def test_the_presets_stated_context_applies_before_the_fetch(tmp_path, model):
     # both models' config.json say max_position_embeddings 4096; the preset states it, so an overrun fails
     # at start-up even before `models fetch`
-    cfg = compose_config([f"model={model}", f"model.player_path={tmp_path / 'p'}", f"model.coach_path={tmp_path / 'c'}",
-                          "data.max_prompt_length=1024", "data.max_response_length=4096"])
+    cfg = compose_config(
+        [
+            f"model={model}",
+            f"model.player_path={tmp_path / 'p'}",
+            f"model.coach_path={tmp_path / 'c'}",
+            "data.max_prompt_length=1024",
+            "data.max_response_length=4096",
+        ]
+    )
     assert cfg.model.context_tokens == 4096
     with pytest.raises(ConfigError, match=r"5120 tokens exceed .* 4096 tokens \(model\.context_tokens\)"):
         build_policy_configs(cfg)
@@ -197,7 +220,9 @@ def test_the_presets_stated_context_applies_before_the_fetch(tmp_path, model):
 def test_coach_warmup_length_is_checked_against_the_context(tmp_path):
     path = model_folder(tmp_path, max_position_embeddings=4096)
     with pytest.raises(ConfigError, match=r"^warmup\.max_length"):
-        build_policy_configs(qwen_cfg(path, "data.max_response_length=2048", "warmup.enabled=true", "warmup.max_length=8192"))
+        build_policy_configs(
+            qwen_cfg(path, "data.max_response_length=2048", "warmup.enabled=true", "warmup.max_length=8192")
+        )
 
 
 @pytest.mark.parametrize(
@@ -206,8 +231,14 @@ def test_coach_warmup_length_is_checked_against_the_context(tmp_path):
         ({"max_position_embeddings": 4096}, None, 4096),
         ({"text_config": {"max_position_embeddings": 8192}}, None, 8192),  # nested (multimodal) config
         # YaRN: original_max_position_embeddings × factor = 4096 × 4 (as vLLM derives it)
-        ({"max_position_embeddings": 4096, "rope_scaling": {"type": "yarn", "factor": 4.0,
-                                                            "original_max_position_embeddings": 4096}}, None, 16384),
+        (
+            {
+                "max_position_embeddings": 4096,
+                "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
+            },
+            None,
+            16384,
+        ),
         # llama3 scaling: max_position_embeddings already states the scaled length
         ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 32.0}}, None, 131072),
         ({"max_position_embeddings": 4096}, {"max_position_embeddings": 8192}, 8192),  # override_config wins

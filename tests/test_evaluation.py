@@ -45,8 +45,11 @@ RESPONSES = {
 
 
 def fixture_records() -> list[dict]:
-    return [{"benchmark": "aime24", "problem_id": pid, "response": r}
-            for pid, responses in RESPONSES.items() for r in responses]
+    return [
+        {"benchmark": "aime24", "problem_id": pid, "response": r}
+        for pid, responses in RESPONSES.items()
+        for r in responses
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +78,16 @@ def test_summary_hand_computed(scored):
         assert 0 <= lo <= s[metric] <= hi <= 100
 
 
-@pytest.mark.parametrize("n,c,k,expected", [
-    (4, 2, 2, 1 - 1 / 6),        # 1 − C(2,2)/C(4,2) = 1 − 1/6
-    (4, 2, 4, 1.0),              # n − c < k: every draw of 4 holds a correct one
-    (4, 0, 3, 0.0),              # no correct response
-    (5, 1, 1, 0.2),              # k = 1 is c / n
-    (10, 3, 5, 1 - 21 / 252),    # 1 − C(7,5)/C(10,5) = 1 − 21/252
-])
+@pytest.mark.parametrize(
+    "n,c,k,expected",
+    [
+        (4, 2, 2, 1 - 1 / 6),  # 1 − C(2,2)/C(4,2) = 1 − 1/6
+        (4, 2, 4, 1.0),  # n − c < k: every draw of 4 holds a correct one
+        (4, 0, 3, 0.0),  # no correct response
+        (5, 1, 1, 0.2),  # k = 1 is c / n
+        (10, 3, 5, 1 - 21 / 252),  # 1 − C(7,5)/C(10,5) = 1 − 21/252
+    ],
+)
 def test_pass_at_k(n, c, k, expected):
     assert pass_at_k(n, c, k) == pytest.approx(expected)
 
@@ -98,12 +104,15 @@ def test_avg_at_k():
         avg_at_k([])
 
 
-@pytest.mark.parametrize("answers,golds,expected", [
-    (["7", "7", "8", "8"], ["7"], False),        # tie at the top → no label → wrong
-    ([None, None], ["7"], False),                # nothing answered → no label → wrong
-    (["1/2", "0.5", "3"], ["\\frac{1}{2}"], True),  # one cluster of equivalent answers (2 of 3)
-    (["12", "12", "3"], ["10", "12"], True),     # label matches an alt answer
-])
+@pytest.mark.parametrize(
+    "answers,golds,expected",
+    [
+        (["7", "7", "8", "8"], ["7"], False),  # tie at the top → no label → wrong
+        ([None, None], ["7"], False),  # nothing answered → no label → wrong
+        (["1/2", "0.5", "3"], ["\\frac{1}{2}"], True),  # one cluster of equivalent answers (2 of 3)
+        (["12", "12", "3"], ["10", "12"], True),  # label matches an alt answer
+    ],
+)
 def test_maj_at_k(answers, golds, expected):
     assert maj_at_k(answers, golds) is expected
 
@@ -119,12 +128,19 @@ def test_bootstrap_ci_contains_mean_and_is_deterministic():
 
 
 def _synthetic(correct_by_bench: dict) -> dict:
-    return {b: [ProblemScores(f"{b}-0", ["1"], c, ["1"] * len(c), maj_correct=all(c))]
-            for b, c in correct_by_bench.items()}
+    return {
+        b: [ProblemScores(f"{b}-0", ["1"], c, ["1"] * len(c), maj_correct=all(c))] for b, c in correct_by_bench.items()
+    }
 
 
-AVG_CASE = {"aime24": [True, True], "aime25": [False, False], "amc": [True, True],
-            "math500": [True, True], "minerva_math": [True, False], "olympiadbench": [False, False]}
+AVG_CASE = {
+    "aime24": [True, True],
+    "aime25": [False, False],
+    "amc": [True, True],
+    "math500": [True, True],
+    "minerva_math": [True, False],
+    "olympiadbench": [False, False],
+}
 
 
 def test_avg_and_ood_avg_from_per_benchmark_numbers():
@@ -154,8 +170,14 @@ def test_ood_avg_leaves_out_the_validation_set(validation_set, left_out):
 
 def test_ood_avg_with_math500_as_validation_set_is_the_mean_of_the_other_five():
     # Unequal numbers, so leaving out MATH-500 and leaving out AMC give different OOD Avgs.
-    case = {"aime24": [True, False], "aime25": [False, False], "amc": [True, True],
-            "math500": [False, False], "minerva_math": [True, True], "olympiadbench": [True, False]}
+    case = {
+        "aime24": [True, False],
+        "aime25": [False, False],
+        "amc": [True, True],
+        "math500": [False, False],
+        "minerva_math": [True, True],
+        "olympiadbench": [True, False],
+    }
     # avg@k: aime24 50, aime25 0, amc 100, math500 0, minerva 100, olympiad 50.
     with_math500 = summarise(_synthetic(case), n_boot=50, validation_set="math500")
     assert with_math500["OOD Avg"]["avg@k"] == pytest.approx((50 + 0 + 100 + 100 + 50) / 5)  # 60.0, AMC in
@@ -163,8 +185,9 @@ def test_ood_avg_with_math500_as_validation_set_is_the_mean_of_the_other_five():
     assert default["OOD Avg"]["avg@k"] == pytest.approx((50 + 0 + 0 + 100 + 50) / 5)  # 40.0, AMC out (paper)
     assert default["OOD Avg"]["validation_set"] == "amc"
     # Every benchmark but the validation set must be there: without AMC, a math500 OOD Avg has no number.
-    no_amc = summarise(_synthetic({b: case[b] for b in AVG_BENCHMARKS if b != "amc"}), n_boot=50,
-                       validation_set="math500")
+    no_amc = summarise(
+        _synthetic({b: case[b] for b in AVG_BENCHMARKS if b != "amc"}), n_boot=50, validation_set="math500"
+    )
     assert no_amc["OOD Avg"]["avg@k"] is None and "amc" in no_amc["OOD Avg"]["reason"]
 
 
@@ -176,7 +199,9 @@ def test_unknown_validation_set_is_an_error():
 def test_table_notes_name_the_left_out_validation_set():
     paper = {"CPMöbius": {"OOD Avg": 26.8}}
     table = markdown_table(summarise(_synthetic(AVG_CASE), n_boot=5, validation_set="math500"), paper_rows=paper)
-    assert "OOD Avg leaves out MATH-500, the validation set that drove Δt in training (--validation-set math500)" in table
+    assert (
+        "OOD Avg leaves out MATH-500, the validation set that drove Δt in training (--validation-set math500)" in table
+    )
     assert "Paper rows' OOD Avg is without AMC" in table and "not here" in table
     # Without paper rows, no comparability note; with the paper's validation set, no note at all.
     bare = markdown_table(summarise(_synthetic(AVG_CASE), n_boot=5, validation_set="math500"))
@@ -223,7 +248,9 @@ def test_cli_writes_results(tmp_path, capsys):
     completions.write_text("".join(json.dumps(r) + "\n" for r in lines))
     out = tmp_path / "out"
     # The file covers the first 2 problems of each benchmark: scored as that slice (--limit 2).
-    assert main(["--completions", str(completions), "--data-dir", str(data_dir), "--limit", "2", "--out", str(out)]) == 0
+    assert (
+        main(["--completions", str(completions), "--data-dir", str(data_dir), "--limit", "2", "--out", str(out)]) == 0
+    )
     result = json.loads((out / "results.json").read_text())
     for bench in AVG_BENCHMARKS:
         assert result["summary"][bench]["avg@k"] == pytest.approx(50.0)
@@ -240,13 +267,16 @@ def test_unknown_benchmark_name():
         load_benchmark("gsm8k", "/nonexistent")
 
 
-@pytest.mark.parametrize("line,message", [
-    ("{not json", "not valid JSON"),
-    ('["a list"]', "expected a JSON object"),
-    ('{"benchmark": "aime24", "response": "x"}', "missing field"),
-    ('{"benchmark": "gsm8k", "problem_id": "1", "response": "x"}', "unknown benchmark"),
-    ('{"benchmark": "aime24", "problem_id": "1", "response": 5}', "response must be"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ("{not json", "not valid JSON"),
+        ('["a list"]', "expected a JSON object"),
+        ('{"benchmark": "aime24", "response": "x"}', "missing field"),
+        ('{"benchmark": "gsm8k", "problem_id": "1", "response": "x"}', "unknown benchmark"),
+        ('{"benchmark": "aime24", "problem_id": "1", "response": 5}', "response must be"),
+    ],
+)
 def test_cli_malformed_line(tmp_path, capsys, line, message):
     completions = tmp_path / "bad.jsonl"
     completions.write_text(json.dumps({"benchmark": "aime24", "problem_id": "x", "response": "y"}) + "\n" + line + "\n")
@@ -259,8 +289,13 @@ def test_cli_unknown_problem_id_exits_2_without_traceback(tmp_path):
     data_dir = _data_dir(tmp_path)
     completions = tmp_path / "c.jsonl"
     completions.write_text(json.dumps({"benchmark": "aime24", "problem_id": "no-such-id", "response": "x"}) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "cpmobius.eval", "--completions", str(completions),
-                           "--data-dir", str(data_dir)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cpmobius.eval", "--completions", str(completions), "--data-dir", str(data_dir)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "no-such-id" in proc.stderr and "Traceback" not in proc.stderr
 

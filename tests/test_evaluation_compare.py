@@ -64,8 +64,16 @@ def _run_files(tmp_path, benchmark_dir):
         for b in BENCHES:
             for pid in (f"{b}-0", f"{b}-1"):
                 right = {"base": {f"{b}-0": 1}, "trained": {f"{b}-0": 2, "math500-1": 2}}[label].get(pid, 0)
-                recs += [{"benchmark": b, "problem_id": pid, "sample": j, "model": label,
-                          "response": "\\boxed{7}" if j < right else "\\boxed{3}"} for j in range(2)]
+                recs += [
+                    {
+                        "benchmark": b,
+                        "problem_id": pid,
+                        "sample": j,
+                        "model": label,
+                        "response": "\\boxed{7}" if j < right else "\\boxed{3}",
+                    }
+                    for j in range(2)
+                ]
         (tmp_path / label).mkdir()
         files[label] = write_jsonl(tmp_path / label / "completions.jsonl", recs)
     return data, files
@@ -74,19 +82,36 @@ def _run_files(tmp_path, benchmark_dir):
 def test_cli_compares_two_models_side_by_side(tmp_path, benchmark_dir):
     data, files = _run_files(tmp_path, benchmark_dir)
     out = tmp_path / "cmp"
-    assert main(["--completions", str(files["base"]), str(files["trained"]), "--data-dir", str(data),
-                 "--out", str(out), "--validation-set", "math500", "--no-grader-report", "--bootstrap", "200"]) == 0
+    assert (
+        main(
+            [
+                "--completions",
+                str(files["base"]),
+                str(files["trained"]),
+                "--data-dir",
+                str(data),
+                "--out",
+                str(out),
+                "--validation-set",
+                "math500",
+                "--no-grader-report",
+                "--bootstrap",
+                "200",
+            ]
+        )
+        == 0
+    )
     table = (out / "results.md").read_text()
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
     assert {"base avg@k", "trained avg@k", "trained − base"} <= set(rows)
     cells = [c.strip() for c in rows["trained − base"].split("|")[2:-1]]
-    assert cells[0].startswith("+25.0")    # AIME24: 25 % → 50 %
-    assert cells[3].startswith("+75.0")    # MATH-500: 25 % → 100 %
+    assert cells[0].startswith("+25.0")  # AIME24: 25 % → 50 %
+    assert cells[3].startswith("+75.0")  # MATH-500: 25 % → 100 %
     assert "paired 95% bootstrap CI" in table
     summary = json.loads((out / "results.json").read_text())
     diff = summary["differences"]["trained − base"]
     assert diff["OOD Avg"]["validation_set"] == "math500"
-    assert diff["OOD Avg"]["avg@k"] == pytest.approx(25.0)   # MATH-500 left out: +25 on the other five
+    assert diff["OOD Avg"]["avg@k"] == pytest.approx(25.0)  # MATH-500 left out: +25 on the other five
     assert diff["Avg"]["avg@k"] == pytest.approx((5 * 25 + 75) / 6)
     for label in ("base", "trained"):  # each model's own table in its folder
         assert json.loads((out / label / "results.json").read_text())["summary"]["math500"]["n_problems"] == 2
@@ -95,9 +120,23 @@ def test_cli_compares_two_models_side_by_side(tmp_path, benchmark_dir):
 def test_cli_comparison_refuses_mismatched_problems(tmp_path, capsys, benchmark_dir):
     data, files = _run_files(tmp_path, benchmark_dir)
     lines = files["trained"].read_text().splitlines()
-    files["trained"].write_text("\n".join(l for l in lines if "math500-1" not in l) + "\n")
-    assert main(["--completions", str(files["base"]), str(files["trained"]), "--data-dir", str(data),
-                 "--out", str(tmp_path / "cmp"), "--no-grader-report", "--allow-partial"]) == 2
+    files["trained"].write_text("\n".join(line for line in lines if "math500-1" not in line) + "\n")
+    assert (
+        main(
+            [
+                "--completions",
+                str(files["base"]),
+                str(files["trained"]),
+                "--data-dir",
+                str(data),
+                "--out",
+                str(tmp_path / "cmp"),
+                "--no-grader-report",
+                "--allow-partial",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "different problems" in err and "Traceback" not in err
 

@@ -40,17 +40,19 @@ def boxed(answer: str) -> str:
     return f"So the answer is $\\boxed{{{answer}}}$."
 
 
-
-
 def records(bench: str, responses: dict[int, list[str]]) -> list[dict]:
-    return [{"benchmark": bench, "problem_id": f"{bench}-{i}", "sample": j, "response": r}
-            for i, rs in responses.items() for j, r in enumerate(rs)]
+    return [
+        {"benchmark": bench, "problem_id": f"{bench}-{i}", "sample": j, "response": r}
+        for i, rs in responses.items()
+        for j, r in enumerate(rs)
+    ]
 
 
 def score(tmp_path: Path, recs: list[dict], data: Path, *extra: str) -> tuple[int, dict]:
     path = write_jsonl(tmp_path / "scored" / "completions.jsonl", recs)
-    code = main(["--completions", str(path), "--data-dir", str(data), "--bootstrap", "20",
-                 "--no-grader-report", *extra])
+    code = main(
+        ["--completions", str(path), "--data-dir", str(data), "--bootstrap", "20", "--no-grader-report", *extra]
+    )
     result_path = path.parent / "results.json"
     return code, json.loads(result_path.read_text()) if code == 0 and result_path.exists() else {}
 
@@ -102,8 +104,12 @@ def test_allow_partial_averages_the_slice(tmp_path, six_benchmarks):
 
 def test_missing_benchmark_reason(tmp_path, six_benchmarks):
     # Every problem right (aime24 has 3, the others 2), AMC absent.
-    recs = [r for b in AVG_BENCHMARKS if b != "amc"
-            for r in records(b, {i: [boxed(str(i + 1))] for i in range(3 if b == "aime24" else 2)})]
+    recs = [
+        r
+        for b in AVG_BENCHMARKS
+        if b != "amc"
+        for r in records(b, {i: [boxed(str(i + 1))] for i in range(3 if b == "aime24" else 2)})
+    ]
     code, result = score(tmp_path, recs, six_benchmarks)
     assert code == 0
     summary = result["summary"]
@@ -136,8 +142,28 @@ def test_limit_run_is_complete_for_its_slice(tmp_path, six_benchmarks, monkeypat
 
     monkeypatch.setattr(gen, "make_generator", lambda *a, **kw: _RightAnswerGenerator())
     out = tmp_path / "out"
-    assert main(["--model", str(tmp_path / "m"), "--label", "m", "--limit", "1", "--k", "2", "--data-dir",
-                 str(six_benchmarks), "--bootstrap", "10", "--no-grader-report", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--model",
+                str(tmp_path / "m"),
+                "--label",
+                "m",
+                "--limit",
+                "1",
+                "--k",
+                "2",
+                "--data-dir",
+                str(six_benchmarks),
+                "--bootstrap",
+                "10",
+                "--no-grader-report",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "m" / "results.json").read_text())["summary"]
     aime = summary["aime24"]
     assert (aime["n_problems"], aime["n_problems_expected"], aime["n_problems_benchmark"]) == (1, 1, 3)
@@ -147,20 +173,60 @@ def test_limit_run_is_complete_for_its_slice(tmp_path, six_benchmarks, monkeypat
     assert "m: Slice (--limit)" in (out / "results.md").read_text()
 
     # Re-scoring the run's file in place: run.json's limit applies, the slice is complete again.
-    assert main(["--completions", str(out / "m" / "completions.jsonl"), "--data-dir", str(six_benchmarks),
-                 "--bootstrap", "10", "--no-grader-report"]) == 0
+    assert (
+        main(
+            [
+                "--completions",
+                str(out / "m" / "completions.jsonl"),
+                "--data-dir",
+                str(six_benchmarks),
+                "--bootstrap",
+                "10",
+                "--no-grader-report",
+            ]
+        )
+        == 0
+    )
     assert json.loads((out / "m" / "results.json").read_text())["summary"]["Avg"]["avg@k"] == pytest.approx(100.0)
     assert "a --limit 1 run" in capsys.readouterr().err
     # The same file elsewhere (no run.json) is partial unless the slice is named.
     copy_path = tmp_path / "elsewhere" / "completions.jsonl"
     copy_path.parent.mkdir()
     shutil.copy(out / "m" / "completions.jsonl", copy_path)
-    assert main(["--completions", str(copy_path), "--data-dir", str(six_benchmarks), "--bootstrap", "10",
-                 "--no-grader-report"]) == 0
+    assert (
+        main(
+            [
+                "--completions",
+                str(copy_path),
+                "--data-dir",
+                str(six_benchmarks),
+                "--bootstrap",
+                "10",
+                "--no-grader-report",
+            ]
+        )
+        == 0
+    )
     assert json.loads((copy_path.parent / "results.json").read_text())["summary"]["Avg"]["avg@k"] is None
-    assert main(["--completions", str(copy_path), "--data-dir", str(six_benchmarks), "--bootstrap", "10",
-                 "--no-grader-report", "--limit", "1"]) == 0
-    assert json.loads((copy_path.parent / "results.json").read_text())["summary"]["Avg"]["avg@k"] == pytest.approx(100.0)
+    assert (
+        main(
+            [
+                "--completions",
+                str(copy_path),
+                "--data-dir",
+                str(six_benchmarks),
+                "--bootstrap",
+                "10",
+                "--no-grader-report",
+                "--limit",
+                "1",
+            ]
+        )
+        == 0
+    )
+    assert json.loads((copy_path.parent / "results.json").read_text())["summary"]["Avg"]["avg@k"] == pytest.approx(
+        100.0
+    )
 
 
 # ----------------------------------------------------------------------------- 2. uneven responses per problem
@@ -197,8 +263,9 @@ def test_grading_failures_counted(tmp_path, benchmark_dir):
     # Problem 0 (gold 1): right, then a timeout; problem 1 (gold ""): an invalid gold → grader error on
     # both; problem 2 (gold 3): a wrong verdict ("ok") and no answer.
     data = benchmark_dir({"aime24": ["1", "", "3"], "amc": ["1"]})
-    recs = (records("aime24", {0: [boxed("1"), HUGE], 1: [boxed("2"), "no box"], 2: [boxed("4"), "no box"]})
-            + records("amc", {0: [boxed("1")] * 2}))
+    recs = records("aime24", {0: [boxed("1"), HUGE], 1: [boxed("2"), "no box"], 2: [boxed("4"), "no box"]}) + records(
+        "amc", {0: [boxed("1")] * 2}
+    )
     code, result = score(tmp_path, recs, data)
     assert code == 0
     aime = result["summary"]["aime24"]
@@ -232,8 +299,9 @@ def test_all_grades_failed_refuses_to_report(tmp_path, capsys, benchmark_dir):
 def test_no_answer_everywhere_is_a_real_zero(tmp_path):
     # Nothing boxed is a model failure, not a grader failure: reported as 0, no error.
     rows = {"aime24": [{"id": "p", "problem": "?", "answer": "1", "alt_answers": []}]}
-    result = score_run([{"benchmark": "aime24", "problem_id": "p", "response": "no box"}], rows, compare=False,
-                       n_boot=5)
+    result = score_run(
+        [{"benchmark": "aime24", "problem_id": "p", "response": "no box"}], rows, compare=False, n_boot=5
+    )
     assert result["summary"]["aime24"]["avg@k"] == 0.0
     assert result["summary"]["aime24"]["grading"]["no_answer"] == 1
 
@@ -241,8 +309,9 @@ def test_no_answer_everywhere_is_a_real_zero(tmp_path):
 # ----------------------------------------------------------------------------- 4. generation requests
 
 
-@pytest.mark.parametrize("n,greedy,expected", [(4, True, RequestPlan(1, 4)), (4, False, RequestPlan(4, 1)),
-                                               (1, True, RequestPlan(1, 1))])
+@pytest.mark.parametrize(
+    "n,greedy,expected", [(4, True, RequestPlan(1, 4)), (4, False, RequestPlan(4, 1)), (1, True, RequestPlan(1, 1))]
+)
 def test_plan_request(n, greedy, expected):
     assert plan_request(n, greedy) == expected
 
@@ -272,10 +341,13 @@ def _llama_like_tokenizer():
     backend.add_special_tokens(["<s>"])
     bos = backend.token_to_id("<s>")
     backend.post_processor = TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="<|im_end|>",
-                                  pad_token="<|endoftext|>")
-    tok.chat_template = ("{{ bos_token }}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
-                         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<s>", eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    tok.chat_template = (
+        "{{ bos_token }}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     return tok, bos
 
 
@@ -326,8 +398,10 @@ def test_vllm_generator_requests_ids_and_greedy_copies(monkeypatch):
         def generate(self, inputs, params, use_tqdm=True):
             calls.append((inputs, params))
             out = types.SimpleNamespace
-            return [out(outputs=[out(text=f"r{i}.{j}", token_ids=[1, 2], finish_reason="stop") for j in range(params.n)])
-                    for i in range(len(inputs))]
+            return [
+                out(outputs=[out(text=f"r{i}.{j}", token_ids=[1, 2], finish_reason="stop") for j in range(params.n)])
+                for i in range(len(inputs))
+            ]
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
     gen = VLLMGenerator("some/model", SamplingSettings(greedy=True, max_new_tokens=8))

@@ -32,8 +32,11 @@ def test_demo_scoring_cli_hand_computed(tmp_path, capsys):
     rows = load_benchmark("demo")
     # Responses 0, 1 of every problem: its answer boxed; response 2: a wrong box; response 3: none.
     # avg@4 = 2/4 = 50 % on every problem; pass@4 = maj@4 = 100 % (2 right votes vs 1 wrong).
-    records = [{"benchmark": "demo", "problem_id": r["id"], "sample": j, "response": text}
-               for r in rows for j, text in enumerate([f"\\boxed{{{r['answer']}}}"] * 2 + ["\\boxed{-1}", "no idea"])]
+    records = [
+        {"benchmark": "demo", "problem_id": r["id"], "sample": j, "response": text}
+        for r in rows
+        for j, text in enumerate([f"\\boxed{{{r['answer']}}}"] * 2 + ["\\boxed{-1}", "no idea"])
+    ]
     completions = write_jsonl(tmp_path / "c.jsonl", records)
     assert main(["--completions", str(completions), "--bootstrap", "50", "--out", str(tmp_path / "o")]) == 0
     summary = json.loads((tmp_path / "o" / "results.json").read_text())["summary"]
@@ -46,15 +49,27 @@ def test_demo_scoring_cli_hand_computed(tmp_path, capsys):
 
 
 def test_a_benchmark_outside_the_paper_columns_gets_its_own_column():
-    entry = {"k": 2, "n_problems": 1, "n_problems_expected": 1, "n_problems_benchmark": 1, "complete": True,
-             "avg@k": 50.0, "avg@k_ci": [50.0, 50.0]}
+    entry = {
+        "k": 2,
+        "n_problems": 1,
+        "n_problems_expected": 1,
+        "n_problems_benchmark": 1,
+        "complete": True,
+        "avg@k": 50.0,
+        "avg@k_ci": [50.0, 50.0],
+    }
     table = markdown_table({"amc23": entry}, metrics=("avg@k",))
-    assert table.splitlines()[0] == "| | AIME24 | AIME25 | AMC | MATH-500 | Minerva | OlympiadBench | Avg | OOD Avg | amc23 |"
+    assert (
+        table.splitlines()[0]
+        == "| | AIME24 | AIME25 | AMC | MATH-500 | Minerva | OlympiadBench | Avg | OOD Avg | amc23 |"
+    )
     assert "amc23 2" in table  # the k line names it
 
 
 def test_a_missing_benchmark_file_says_where_the_data_comes_from(tmp_path, capsys):
-    completions = write_jsonl(tmp_path / "c.jsonl", [{"benchmark": "aime24", "problem_id": "aime24-0", "response": "x"}])
+    completions = write_jsonl(
+        tmp_path / "c.jsonl", [{"benchmark": "aime24", "problem_id": "aime24-0", "response": "x"}]
+    )
     assert main(["--completions", str(completions), "--data-dir", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err

@@ -18,16 +18,21 @@ from cpmobius.toy.tiny_models import build_char_tokenizer
 
 def _sampling(argv):
     args = build_parser().parse_args(["--model", "m", *argv])
-    return SamplingSettings(args.temperature, args.top_p, args.repetition_penalty, args.max_new_tokens, args.greedy, args.seed)
+    return SamplingSettings(
+        args.temperature, args.top_p, args.repetition_penalty, args.max_new_tokens, args.greedy, args.seed
+    )
 
 
-@pytest.mark.parametrize("argv,expected", [
-    (["--greedy"], (0.0, 1.0, 1.0)),                                   # greedy means greedy
-    (["--greedy", "--repetition-penalty", "1.05"], (0.0, 1.0, 1.05)),  # unless a penalty is asked for
-    ([], (0.7, 0.9, 1.05)),                                            # the released sampling protocol
-    (["--repetition-penalty", "1.0"], (0.7, 0.9, 1.0)),
-    (["--greedy", "--temperature", "0.6", "--top-p", "0.5"], (0.0, 1.0, 1.0)),  # values greedy does not use
-])
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        (["--greedy"], (0.0, 1.0, 1.0)),  # greedy means greedy
+        (["--greedy", "--repetition-penalty", "1.05"], (0.0, 1.0, 1.05)),  # unless a penalty is asked for
+        ([], (0.7, 0.9, 1.05)),  # the released sampling protocol
+        (["--repetition-penalty", "1.0"], (0.7, 0.9, 1.0)),
+        (["--greedy", "--temperature", "0.6", "--top-p", "0.5"], (0.0, 1.0, 1.0)),  # values greedy does not use
+    ],
+)
 def test_the_sampling_settings_are_the_values_decoding_uses(argv, expected):
     s = _sampling(argv)
     assert (s.temperature, s.top_p, s.repetition_penalty) == expected
@@ -65,19 +70,38 @@ def recorded(monkeypatch):
 
 def test_greedy_run_records_and_reports_the_values_used(tmp_path, recorded, capsys):
     out = tmp_path / "eval"
-    argv = ["--model", "toy/tiny-player", "--benchmarks", "demo", "--greedy", "--max-new-tokens", "16", "--bootstrap", "10",
-            "--out", str(out)]
+    argv = [
+        "--model",
+        "toy/tiny-player",
+        "--benchmarks",
+        "demo",
+        "--greedy",
+        "--max-new-tokens",
+        "16",
+        "--bootstrap",
+        "10",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     assert recorded[0].sampling.repetition_penalty == 1.0 and recorded[0].sampling.temperature == 0.0
     run = json.loads((out / "tiny-player" / "run.json").read_text())
-    assert run["sampling"] == {"temperature": 0.0, "top_p": 1.0, "repetition_penalty": 1.0, "max_new_tokens": 16,
-                               "greedy": True, "seed": 0}
+    assert run["sampling"] == {
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "repetition_penalty": 1.0,
+        "max_new_tokens": 16,
+        "greedy": True,
+        "seed": 0,
+    }
     # the toy template asks for no \boxed{}: auto appends the instruction, as player.answer_format=auto does
     assert run["answer_format"] == "auto" and run["answer_instruction"] == BOXED_INSTRUCTION
     text = recorded[0].tokenizer.decode(recorded[0].prompts[0])
     assert text.endswith(f"\n{BOXED_INSTRUCTION}<|im_end|>\n<|im_start|>assistant\n")
-    line = ("Generation: greedy (temperature 0, top-p 1.0), repetition penalty 1.0, at most 16 new tokens; "
-            f'answer format auto (appended: "{BOXED_INSTRUCTION}").')
+    line = (
+        "Generation: greedy (temperature 0, top-p 1.0), repetition penalty 1.0, at most 16 new tokens; "
+        f'answer format auto (appended: "{BOXED_INSTRUCTION}").'
+    )
     assert line in (out / "tiny-player" / "results.md").read_text()
     assert f"tiny-player: {line}" in (out / "results.md").read_text()
     printed = capsys.readouterr().out
@@ -88,8 +112,21 @@ def test_greedy_run_records_and_reports_the_values_used(tmp_path, recorded, caps
 
 
 def test_answer_format_template_sends_the_bare_problem(tmp_path, recorded):
-    argv = ["--model", "toy/tiny-player", "--benchmarks", "demo", "--greedy", "--max-new-tokens", "4", "--bootstrap", "10",
-            "--answer-format", "template", "--out", str(tmp_path)]
+    argv = [
+        "--model",
+        "toy/tiny-player",
+        "--benchmarks",
+        "demo",
+        "--greedy",
+        "--max-new-tokens",
+        "4",
+        "--bootstrap",
+        "10",
+        "--answer-format",
+        "template",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 0
     assert "\\boxed" not in recorded[0].tokenizer.decode(recorded[0].prompts[0])
     assert json.loads((tmp_path / "tiny-player" / "run.json").read_text())["answer_instruction"] is None
@@ -99,8 +136,17 @@ def test_answer_format_template_sends_the_bare_problem(tmp_path, recorded):
 
 
 def test_generation_note_for_a_sampled_run():
-    run = {"sampling": {"temperature": 0.7, "top_p": 0.9, "repetition_penalty": 1.05, "max_new_tokens": 4096,
-                        "greedy": False, "seed": 0}}
-    assert generation_note(run) == ("Generation: sampled (temperature 0.7, top-p 0.9, seed 0), repetition penalty 1.05, "
-                                    "at most 4096 new tokens.")
+    run = {
+        "sampling": {
+            "temperature": 0.7,
+            "top_p": 0.9,
+            "repetition_penalty": 1.05,
+            "max_new_tokens": 4096,
+            "greedy": False,
+            "seed": 0,
+        }
+    }
+    assert generation_note(run) == (
+        "Generation: sampled (temperature 0.7, top-p 0.9, seed 0), repetition penalty 1.05, at most 4096 new tokens."
+    )
     assert generation_note({}) is None

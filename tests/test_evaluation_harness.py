@@ -31,8 +31,6 @@ def boxed(answer: str) -> str:
     return f"Reasoning. So the answer is $\\boxed{{{answer}}}$."
 
 
-
-
 # ----------------------------------------------------------------------------- scoring mode, hand cases
 
 
@@ -46,8 +44,10 @@ def test_scoring_cli_hand_computed(tmp_path, capsys, benchmark_dir):
         # correct [F, F, F, F] → avg 0; pass@4 = 0; 8 ×2 vs 9 ×2 → tie, no label → maj wrong.
         "aime24-2": [boxed("8"), boxed("8"), boxed("9"), boxed("9")],
     }
-    completions = write_jsonl(tmp_path / "c.jsonl", [{"benchmark": "aime24", "problem_id": pid, "response": r}
-                                                       for pid, rs in responses.items() for r in rs])
+    completions = write_jsonl(
+        tmp_path / "c.jsonl",
+        [{"benchmark": "aime24", "problem_id": pid, "response": r} for pid, rs in responses.items() for r in rs],
+    )
     assert main(["--completions", str(completions), "--data-dir", str(data), "--out", str(tmp_path / "o")]) == 0
     s = json.loads((tmp_path / "o" / "results.json").read_text())["summary"]["aime24"]
     assert s["k"] == 4 and s["n_problems"] == 3
@@ -66,23 +66,43 @@ def _six_benchmark_completions(tmp_path: Path, benchmark_dir) -> tuple[Path, Pat
     for bench, m in right.items():
         for i, gold in enumerate(["5", "6"]):
             for j in range(4):
-                lines.append({"benchmark": bench, "problem_id": f"{bench}-{i}",
-                              "response": boxed(gold if j < m else "\\text{no}")})
+                lines.append(
+                    {
+                        "benchmark": bench,
+                        "problem_id": f"{bench}-{i}",
+                        "response": boxed(gold if j < m else "\\text{no}"),
+                    }
+                )
     return write_jsonl(tmp_path / "out" / "completions.jsonl", lines), data
 
 
 def test_table_from_fixed_completions(tmp_path, benchmark_dir):
     completions, data = _six_benchmark_completions(tmp_path, benchmark_dir)
-    assert main(["--completions", str(completions), "--data-dir", str(data), "--paper-model", "qwen2p5_math_1p5b",
-                 "--bootstrap", "50"]) == 0
+    assert (
+        main(
+            [
+                "--completions",
+                str(completions),
+                "--data-dir",
+                str(data),
+                "--paper-model",
+                "qwen2p5_math_1p5b",
+                "--bootstrap",
+                "50",
+            ]
+        )
+        == 0
+    )
     lines = (completions.parent / "results.md").read_text().splitlines()
     assert lines[0] == "| | AIME24 | AIME25 | AMC | MATH-500 | Minerva | OlympiadBench | Avg | OOD Avg |"
     # Published Avg / OOD Avg of Qwen2.5-Math-1.5B and its CPMöbius row (notes §5.4); no per-benchmark numbers.
     assert lines[2] == "| paper: Qwen2.5-Math-1.5B | — | — | — | — | — | — | 23.3 | 19.8 |"
     assert lines[3] == "| paper: CPMöbius | — | — | — | — | — | — | 28.8 | 26.8 |"
     # avg@4: 100, 0, 50, 75, 25, 100; Avg = 350/6 = 58.33; OOD Avg (no AMC) = 300/5 = 60.0.
-    assert lines[4] == ("| ours avg@k | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 50.0 [50.0, 50.0] | 75.0 [75.0, 75.0] "
-                        "| 25.0 [25.0, 25.0] | 100.0 [100.0, 100.0] | 58.3 [58.3, 58.3] | 60.0 [60.0, 60.0] |")
+    assert lines[4] == (
+        "| ours avg@k | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 50.0 [50.0, 50.0] | 75.0 [75.0, 75.0] "
+        "| 25.0 [25.0, 25.0] | 100.0 [100.0, 100.0] | 58.3 [58.3, 58.3] | 60.0 [60.0, 60.0] |"
+    )
     # maj@4: 1, 0, tie (2 vs 2) → 0, 1, 0, 1 → Avg 50.0, OOD 60.0.
     assert lines[6].endswith("| 50.0 [50.0, 50.0] | 60.0 [60.0, 60.0] |") and lines[6].startswith("| ours maj@k |")
     assert (completions.parent / "grader_disagreements.md").exists()
@@ -112,13 +132,43 @@ def test_validation_set_math500_in_score_only_mode(tmp_path, benchmark_dir):
 def test_validation_set_from_run_json_in_score_only_mode(tmp_path, benchmark_dir):
     completions, data = _six_benchmark_completions(tmp_path, benchmark_dir)
     (completions.parent / "run.json").write_text(json.dumps({"model": "m", "validation_set": "math500"}))
-    assert main(["--completions", str(completions), "--data-dir", str(data), "--bootstrap", "5",
-                 "--no-grader-report", "--out", str(tmp_path / "o")]) == 0
+    assert (
+        main(
+            [
+                "--completions",
+                str(completions),
+                "--data-dir",
+                str(data),
+                "--bootstrap",
+                "5",
+                "--no-grader-report",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "o" / "results.json").read_text())
     assert result["validation_set"] == "math500" and result["summary"]["OOD Avg"]["avg@k"] == pytest.approx(55.0)
     # Given on the command line, the flag wins over run.json.
-    assert main(["--completions", str(completions), "--data-dir", str(data), "--bootstrap", "5",
-                 "--no-grader-report", "--validation-set", "amc", "--out", str(tmp_path / "a")]) == 0
+    assert (
+        main(
+            [
+                "--completions",
+                str(completions),
+                "--data-dir",
+                str(data),
+                "--bootstrap",
+                "5",
+                "--no-grader-report",
+                "--validation-set",
+                "amc",
+                "--out",
+                str(tmp_path / "a"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "a" / "results.json").read_text())["validation_set"] == "amc"
 
 
@@ -134,28 +184,83 @@ def test_validation_set_recorded_in_generate_mode(tmp_path, benchmark_dir, monke
         return [{"benchmark": b, "problem_id": f"{b}-0", "response": boxed("5")} for b in rows]
 
     monkeypatch.setattr(cli, "generate_model", fake_generate)
-    assert main(["--model", "some/model", "--label", "m", "--benchmarks", "math500", "amc", "--data-dir", str(data),
-                 "--validation-set", "math500", "--bootstrap", "5", "--no-grader-report", "--out", str(tmp_path / "o")]) == 0
+    assert (
+        main(
+            [
+                "--model",
+                "some/model",
+                "--label",
+                "m",
+                "--benchmarks",
+                "math500",
+                "amc",
+                "--data-dir",
+                str(data),
+                "--validation-set",
+                "math500",
+                "--bootstrap",
+                "5",
+                "--no-grader-report",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
     run = json.loads((tmp_path / "o" / "m" / "run.json").read_text())
     assert run == {"model": "some/model", "label": "m", "validation_set": "math500"}
     assert json.loads((tmp_path / "o" / "m" / "results.json").read_text())["validation_set"] == "math500"
     assert json.loads((tmp_path / "o" / "results.json").read_text())["m"]["validation_set"] == "math500"
     # Re-scoring those completions takes it from run.json.
-    (tmp_path / "o" / "m" / "completions.jsonl").write_text("".join(
-        json.dumps({"benchmark": b, "problem_id": f"{b}-0", "response": boxed("5")}) + "\n" for b in ("math500", "amc")))
-    assert main(["--completions", str(tmp_path / "o" / "m" / "completions.jsonl"), "--data-dir", str(data),
-                 "--bootstrap", "5", "--no-grader-report", "--out", str(tmp_path / "r")]) == 0
+    (tmp_path / "o" / "m" / "completions.jsonl").write_text(
+        "".join(
+            json.dumps({"benchmark": b, "problem_id": f"{b}-0", "response": boxed("5")}) + "\n"
+            for b in ("math500", "amc")
+        )
+    )
+    assert (
+        main(
+            [
+                "--completions",
+                str(tmp_path / "o" / "m" / "completions.jsonl"),
+                "--data-dir",
+                str(data),
+                "--bootstrap",
+                "5",
+                "--no-grader-report",
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "r" / "results.json").read_text())["validation_set"] == "math500"
 
 
 @pytest.mark.parametrize("mode", ["completions", "model"])
 def test_unknown_validation_set_exits_2_with_one_line(tmp_path, capsys, benchmark_dir, mode):
     data = benchmark_dir({"aime24": ["1"]})
-    completions = write_jsonl(tmp_path / "c.jsonl", [{"benchmark": "aime24", "problem_id": "aime24-0", "response": "x"}])
+    completions = write_jsonl(
+        tmp_path / "c.jsonl", [{"benchmark": "aime24", "problem_id": "aime24-0", "response": "x"}]
+    )
     # generate mode: refused before any model is loaded (the model path does not even exist).
     source = ["--completions", str(completions)] if mode == "completions" else ["--model", str(tmp_path / "no-model")]
-    assert main(source + ["--benchmarks", "aime24", "--data-dir", str(data), "--validation-set", "gsm8k",
-                          "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            source
+            + [
+                "--benchmarks",
+                "aime24",
+                "--data-dir",
+                str(data),
+                "--validation-set",
+                "gsm8k",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: unknown validation set 'gsm8k'")
     assert "math500" in err and "Traceback" not in err
@@ -166,9 +271,13 @@ def test_grader_report_lists_released_strip_quirk(tmp_path, benchmark_dir):
     # Released grader: `.strip("The final answer is ")` strips the character set, so "2\pi" → "2\p" (wrong);
     # ours accepts it. Problem 1 is judged alike by both (a plain integer).
     data = benchmark_dir({"math500": ["2\\pi", "12"]})
-    completions = write_jsonl(tmp_path / "c.jsonl", [
-        {"benchmark": "math500", "problem_id": "math500-0", "response": boxed("2\\pi")},
-        {"benchmark": "math500", "problem_id": "math500-1", "response": boxed("12")}])
+    completions = write_jsonl(
+        tmp_path / "c.jsonl",
+        [
+            {"benchmark": "math500", "problem_id": "math500-0", "response": boxed("2\\pi")},
+            {"benchmark": "math500", "problem_id": "math500-1", "response": boxed("12")},
+        ],
+    )
     assert main(["--completions", str(completions), "--data-dir", str(data), "--out", str(tmp_path / "o")]) == 0
     result = json.loads((tmp_path / "o" / "results.json").read_text())
     assert result["summary"]["math500"]["avg@k"] == pytest.approx(100.0)
@@ -177,20 +286,40 @@ def test_grader_report_lists_released_strip_quirk(tmp_path, benchmark_dir):
     report = (tmp_path / "o" / "grader_disagreements.md").read_text()
     assert "math500-0" in report and "math500-1" not in report
     # --grader released reports the released verdicts as the main numbers.
-    assert main(["--completions", str(completions), "--data-dir", str(data), "--out", str(tmp_path / "r"),
-                 "--grader", "released"]) == 0
-    assert json.loads((tmp_path / "r" / "results.json").read_text())["summary"]["math500"]["avg@k"] == pytest.approx(50.0)
+    assert (
+        main(
+            [
+                "--completions",
+                str(completions),
+                "--data-dir",
+                str(data),
+                "--out",
+                str(tmp_path / "r"),
+                "--grader",
+                "released",
+            ]
+        )
+        == 0
+    )
+    assert json.loads((tmp_path / "r" / "results.json").read_text())["summary"]["math500"]["avg@k"] == pytest.approx(
+        50.0
+    )
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--k", "aime24=0"], "--k"),
-    (["--k", "gsm8k=3"], "gsm8k"),
-    (["--data-file", "nope"], "--data-file"),
-    (["--paper-model", "gpt"], "--paper-model"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--k", "aime24=0"], "--k"),
+        (["--k", "gsm8k=3"], "gsm8k"),
+        (["--data-file", "nope"], "--data-file"),
+        (["--paper-model", "gpt"], "--paper-model"),
+    ],
+)
 def test_bad_arguments_exit_2(tmp_path, capsys, argv, message, benchmark_dir):
     data = benchmark_dir({"aime24": ["1"]})
-    completions = write_jsonl(tmp_path / "c.jsonl", [{"benchmark": "aime24", "problem_id": "aime24-0", "response": "x"}])
+    completions = write_jsonl(
+        tmp_path / "c.jsonl", [{"benchmark": "aime24", "problem_id": "aime24-0", "response": "x"}]
+    )
     if argv[0] == "--k":
         argv = ["--model", str(tmp_path / "no-model"), "--benchmarks", "aime24", "--data-dir", str(data)] + argv
     else:
@@ -240,17 +369,21 @@ def test_released_parquet_matches_local_copies():
 
 
 @needs_shared
-@pytest.mark.parametrize("bench,hub_answer", [
-    ("amc", lambda r: r["answer_upstream"]),             # AI-MO/aimo-validation-amc: float answers
-    ("math500", lambda r: r["answer"]),                  # HuggingFaceH4/MATH-500: official strings
-    ("olympiadbench", lambda r: r["answer_upstream"]),   # Hothan/OlympiadBench: final_answer list of $…$
-])
+@pytest.mark.parametrize(
+    "bench,hub_answer",
+    [
+        ("amc", lambda r: r["answer_upstream"]),  # AI-MO/aimo-validation-amc: float answers
+        ("math500", lambda r: r["answer"]),  # HuggingFaceH4/MATH-500: official strings
+        ("olympiadbench", lambda r: r["answer_upstream"]),  # Hothan/OlympiadBench: final_answer list of $…$
+    ],
+)
 def test_hub_field_mapping_against_local(bench, hub_answer):
     """Records shaped like the hub rows (HUB_SOURCES field names) map onto the local corrected keys."""
     source = HUB_SOURCES[bench]
     local = load_benchmark(bench, SHARED_EVAL)
-    records = [{source.problem_field: r["problem"], source.answer_field: hub_answer(r), "id": i}
-               for i, r in enumerate(local)]
+    records = [
+        {source.problem_field: r["problem"], source.answer_field: hub_answer(r), "id": i} for i, r in enumerate(local)
+    ]
     mapped = rows_from_hub_records(bench, records, source)
     assert [m["id"] for m in mapped] == [r["id"] for r in local]
     assert all("answer_upstream" not in m for m in mapped)  # the hub carries no released key
@@ -271,9 +404,29 @@ def test_end_to_end_tiny_model(tmp_path, model_cache, capsys):
     model = materialize_tiny_model(model_cache / "eval-tiny", seed=3)
     out = tmp_path / "eval"
     benches = ["amc", "aime24", "aime25", "math500", "minerva_math", "olympiadbench", "amc23"]
-    argv = ["--model", str(model), "--benchmarks", *benches, "--limit", "5", "--k", "2", "aime24=3",
-            "--max-new-tokens", "6", "--backend", "hf", "--device", "cpu", "--batch-size", "16",
-            "--bootstrap", "50", "--out", str(out)]
+    argv = [
+        "--model",
+        str(model),
+        "--benchmarks",
+        *benches,
+        "--limit",
+        "5",
+        "--k",
+        "2",
+        "aime24=3",
+        "--max-new-tokens",
+        "6",
+        "--backend",
+        "hf",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "16",
+        "--bootstrap",
+        "50",
+        "--out",
+        str(out),
+    ]
     start = time.perf_counter()
     assert main(argv) == 0
     first_s = time.perf_counter() - start
@@ -288,8 +441,9 @@ def test_end_to_end_tiny_model(tmp_path, model_cache, capsys):
     # The released prompt: the problem as the only user turn of the model's chat template; this template asks
     # for no \boxed{}, so --answer-format auto appends the instruction (Qwen2.5-Math's gets none).
     first = load_benchmark("amc", SHARED_EVAL)[0]
-    assert records[0]["prompt"] == (f"<|im_start|>user\n{first['problem']}\n{BOXED_INSTRUCTION}<|im_end|>\n"
-                                    "<|im_start|>assistant\n")
+    assert records[0]["prompt"] == (
+        f"<|im_start|>user\n{first['problem']}\n{BOXED_INSTRUCTION}<|im_end|>\n<|im_start|>assistant\n"
+    )
     summary = json.loads((run_dir / "results.json").read_text())["summary"]
     assert summary["aime24"]["k"] == 3 and summary["amc"]["k"] == 2 and summary["amc23"]["n_problems"] == 5
     assert summary["Avg"]["avg@k"] is not None and summary["OOD Avg"]["avg@k"] is not None
@@ -315,8 +469,10 @@ def test_end_to_end_tiny_model(tmp_path, model_cache, capsys):
 
     # Scoring mode on the run's file, with every response replaced by its boxed gold answer: 100%.
     golds = {b: gold_answers(load_benchmark(b, SHARED_EVAL)) for b in benches}
-    gold_file = write_jsonl(tmp_path / "gold" / "completions.jsonl",
-                            [dict(r, response=boxed(golds[r["benchmark"]][r["problem_id"]][0])) for r in records])
+    gold_file = write_jsonl(
+        tmp_path / "gold" / "completions.jsonl",
+        [dict(r, response=boxed(golds[r["benchmark"]][r["problem_id"]][0])) for r in records],
+    )
     assert main(["--completions", str(gold_file), "--bootstrap", "20"]) == 0
     gold_summary = json.loads((gold_file.parent / "results.json").read_text())["summary"]
     assert all(gold_summary[b]["avg@k"] == pytest.approx(100.0) for b in benches)

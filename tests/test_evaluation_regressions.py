@@ -22,8 +22,6 @@ from cpmobius.jsonl import write_jsonl
 BENCHES = ("aime24", "aime25", "amc", "math500", "minerva_math", "olympiadbench")
 
 
-
-
 def records(bench: str, pid: str, responses, **extra) -> list[dict]:
     return [{"benchmark": bench, "problem_id": pid, "response": r, **extra} for r in responses]
 
@@ -32,10 +30,13 @@ def records(bench: str, pid: str, responses, **extra) -> list[dict]:
 
 
 @pytest.mark.regression("grader=released: an unanswered response was extracted as '' and '' won the vote")
-@pytest.mark.parametrize("responses", [
-    [None, None, "\\boxed{7}"],                                                   # None → "" ×2 beat 7 ×1
-    ["the final answer is tea", "the final answer is tea", "So \\boxed{7}."],     # released extraction ""
-])
+@pytest.mark.parametrize(
+    "responses",
+    [
+        [None, None, "\\boxed{7}"],  # None → "" ×2 beat 7 ×1
+        ["the final answer is tea", "the final answer is tea", "So \\boxed{7}."],  # released extraction ""
+    ],
+)
 def test_released_maj_no_answer_never_votes(responses):
     p = score_completions(records("aime24", "p", responses), {"aime24": {"p": ["7"]}}, grader="released")["aime24"][0]
     assert p.correct == [False, False, True]
@@ -47,8 +48,16 @@ def test_released_maj_no_answer_never_votes(responses):
 # Property (held before the fix too): maj@k never exceeds pass@k; the label's verdict is its responses' verdict.
 @pytest.mark.parametrize("grader", ["cpmobius", "released"])
 def test_maj_never_exceeds_pass(grader):
-    forms = ["\\boxed{12}", "\\boxed{the answer is 12}", "\\boxed{a=b=12}", "The answer is 12.", "\\boxed{12.0}",
-             "\\boxed{\\text{12}}", None, "\\boxed{13}"]
+    forms = [
+        "\\boxed{12}",
+        "\\boxed{the answer is 12}",
+        "\\boxed{a=b=12}",
+        "The answer is 12.",
+        "\\boxed{12.0}",
+        "\\boxed{\\text{12}}",
+        None,
+        "\\boxed{13}",
+    ]
     golds = {"aime24": {}}
     recs = []
     for i, combo in enumerate(itertools.combinations(forms, 3)):
@@ -64,13 +73,16 @@ def test_maj_never_exceeds_pass(grader):
 
 
 @pytest.mark.regression("a response cut at the token limit inside `\\boxed 12` counted its partial answer 1")
-@pytest.mark.parametrize("response,finish,expected", [
-    ("So the answer is \\boxed 1", "length", None),         # cut mid-answer: could have been \boxed 12
-    ("So the answer is \\boxed 1", "stop", "1"),            # ended there on purpose
-    ("So the answer is \\boxed{1}", "length", "1"),         # a closed box is complete even when cut later
-    ("\\boxed{5}. Wait, so \\boxed{1", "length", None),     # never the earlier box
-    ("\\boxed{3} and \\boxed 1", "length", None),           # the second part of a multi-answer was cut
-])
+@pytest.mark.parametrize(
+    "response,finish,expected",
+    [
+        ("So the answer is \\boxed 1", "length", None),  # cut mid-answer: could have been \boxed 12
+        ("So the answer is \\boxed 1", "stop", "1"),  # ended there on purpose
+        ("So the answer is \\boxed{1}", "length", "1"),  # a closed box is complete even when cut later
+        ("\\boxed{5}. Wait, so \\boxed{1", "length", None),  # never the earlier box
+        ("\\boxed{3} and \\boxed 1", "length", None),  # the second part of a multi-answer was cut
+    ],
+)
 def test_truncated_partial_box_is_no_answer(response, finish, expected):
     recs = [{"benchmark": "aime24", "problem_id": "p", "response": response, "finish_reason": finish}]
     p = score_completions(recs, {"aime24": {"p": ["1"]}})["aime24"][0]
@@ -82,8 +94,10 @@ def test_truncated_partial_box_is_no_answer(response, finish, expected):
 
 def _uniform(bench_scores: dict[str, list[bool]]) -> dict:
     # Two identical problems per benchmark: every per-problem score equal, so every CI is one point.
-    return {b: [ProblemScores(f"{b}-{i}", ["1"], list(c), ["1"] * len(c), "1", all(c)) for i in range(2)]
-            for b, c in bench_scores.items()}
+    return {
+        b: [ProblemScores(f"{b}-{i}", ["1"], list(c), ["1"] * len(c), "1", all(c)) for i in range(2)]
+        for b, c in bench_scores.items()
+    }
 
 
 @pytest.mark.regression("Avg point estimate fell outside its own one-point CI (94.44444444444444 vs 94.44444444444446)")
@@ -101,8 +115,10 @@ def test_degenerate_ci_equals_point_estimate():
 def test_bootstrap_must_be_positive(tmp_path, capsys, value, benchmark_dir):
     data = benchmark_dir({"aime24": ["7"]})
     c = write_jsonl(tmp_path / "c.jsonl", records("aime24", "aime24-0", ["\\boxed{7}"]))
-    assert main(["--completions", str(c), "--data-dir", str(data), "--out", str(tmp_path / "o"),
-                 "--bootstrap", value]) == 2
+    assert (
+        main(["--completions", str(c), "--data-dir", str(data), "--out", str(tmp_path / "o"), "--bootstrap", value])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--bootstrap" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
@@ -118,7 +134,7 @@ def test_completions_path_errors_exit_2(tmp_path, capsys, benchmark_dir):
     assert "Is a directory" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     good = json.dumps({"benchmark": "aime24", "problem_id": "aime24-0", "response": "\\boxed{7}"}).encode()
-    bad.write_bytes(good + b"\n" + good[:-3] + b"\xff\xfe\"}\n")
+    bad.write_bytes(good + b"\n" + good[:-3] + b'\xff\xfe"}\n')
     assert main(["--completions", str(bad), "--data-dir", str(data), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert f"{bad}:2" in err and "UTF-8" in err and "Traceback" not in err
@@ -172,12 +188,18 @@ def test_model_label_of_relative_paths(tmp_path, monkeypatch):
 
 @pytest.mark.regression("two base models' 'CPMöbius' rows collided: the 1.5B model was shown the 7B's numbers")
 def test_combined_paper_rows_keep_each_base_model():
-    merged = cli.merge_paper_rows({"a": PAPER_RESULTS["qwen2p5_math_1p5b"], "b": PAPER_RESULTS["qwen2p5_math_7b_instruct"],
-                                   "c": PAPER_RESULTS["qwen2p5_math_1p5b"]})
+    merged = cli.merge_paper_rows(
+        {
+            "a": PAPER_RESULTS["qwen2p5_math_1p5b"],
+            "b": PAPER_RESULTS["qwen2p5_math_7b_instruct"],
+            "c": PAPER_RESULTS["qwen2p5_math_1p5b"],
+        }
+    )
     cpm = {name: row for name, row in merged.items() if name.startswith("CPMöbius")}
     assert {json.dumps(r, sort_keys=True) for r in cpm.values()} == {
         json.dumps(PAPER_RESULTS["qwen2p5_math_1p5b"]["CPMöbius"], sort_keys=True),
-        json.dumps(PAPER_RESULTS["qwen2p5_math_7b_instruct"]["CPMöbius"], sort_keys=True)}
+        json.dumps(PAPER_RESULTS["qwen2p5_math_7b_instruct"]["CPMöbius"], sort_keys=True),
+    }
     assert merged["Qwen2.5-Math-1.5B"] == {"Avg": 23.3, "OOD Avg": 19.8}
     # One base model: its rows unchanged.
     assert cli.merge_paper_rows({"a": PAPER_RESULTS["qwen2p5_math_1p5b"]}) == PAPER_RESULTS["qwen2p5_math_1p5b"]
@@ -222,8 +244,22 @@ def fake_generation(monkeypatch):
 
 def _gen_argv(tmp_path: Path, model: str, *benches: str, k: tuple = ("2",), benchmark_dir) -> list[str]:
     data = benchmark_dir({b: ["7", "8"] for b in BENCHES})
-    return ["--model", str(tmp_path / model), "--label", "m", "--benchmarks", *benches, "--k", *k,
-            "--data-dir", str(data), "--bootstrap", "10", "--out", str(tmp_path / "out")]
+    return [
+        "--model",
+        str(tmp_path / model),
+        "--label",
+        "m",
+        "--benchmarks",
+        *benches,
+        "--k",
+        *k,
+        "--data-dir",
+        str(data),
+        "--bootstrap",
+        "10",
+        "--out",
+        str(tmp_path / "out"),
+    ]
 
 
 @pytest.mark.regression("resume: benchmarks not asked for this time were deleted from completions.jsonl")
@@ -243,8 +279,10 @@ def test_resume_keeps_other_benchmarks(tmp_path, fake_generation, capsys, benchm
     assert "Traceback" not in capsys.readouterr().err
 
 
-@pytest.mark.regression("resume: responses holding U+2028 were split by str.splitlines, taken for torn lines and "
-                        "their complete benchmark generated again on every rerun")
+@pytest.mark.regression(
+    "resume: responses holding U+2028 were split by str.splitlines, taken for torn lines and "
+    "their complete benchmark generated again on every rerun"
+)
 def test_resume_torn_line_and_changed_k(tmp_path, fake_generation, benchmark_dir):
     path = tmp_path / "out" / "m" / "completions.jsonl"
     assert main(_gen_argv(tmp_path, "model", "aime24", "amc", benchmark_dir=benchmark_dir)) == 0
@@ -290,11 +328,13 @@ def test_prompts_that_do_not_fit_the_context_are_a_clear_error(tmp_path, monkeyp
 # ----------------------------------------------------------------------------- grading deadline
 
 
-@pytest.mark.regression("the whole run graded as one batch under one 10 s deadline: on 2 cores 108 comparisons "
-                        "still queued at the deadline counted wrong (MATH-500 8.3 here, 8.4 on a 16-core machine)")
+@pytest.mark.regression(
+    "the whole run graded as one batch under one 10 s deadline: on 2 cores 108 comparisons "
+    "still queued at the deadline counted wrong (MATH-500 8.3 here, 8.4 on a 16-core machine)"
+)
 def test_a_problems_verdicts_do_not_depend_on_how_many_others_are_scored(monkeypatch):
     from cpmobius.eval import scoring
-    from cpmobius.grading import GradeResult, BatchGrades
+    from cpmobius.grading import BatchGrades, GradeResult
 
     real = scoring.grade_batch
     capacity = 6  # a grader whose deadline lets it judge 6 comparisons per call, the rest time out

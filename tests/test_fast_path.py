@@ -36,7 +36,11 @@ BUDGET_TOKENS = 120
 KNOBS = {
     "remove_padding": {"use_remove_padding": True},
     "dynamic_bsz": {"use_dynamic_bsz": True, "max_token_len_per_gpu": BUDGET_TOKENS},
-    "dynamic_bsz_remove_padding": {"use_remove_padding": True, "use_dynamic_bsz": True, "max_token_len_per_gpu": BUDGET_TOKENS},
+    "dynamic_bsz_remove_padding": {
+        "use_remove_padding": True,
+        "use_dynamic_bsz": True,
+        "max_token_len_per_gpu": BUDGET_TOKENS,
+    },
     "micro_batch_8": {"micro_batch_size_per_gpu": 8},
 }
 UPDATE_METRICS = ("actor/pg_loss", "actor/kl_loss", "actor/loss", "actor/grad_norm")
@@ -64,18 +68,22 @@ def start_knob_policies(overrides: list[str], model_path: str) -> dict:
     from cpmobius.engine.config import apply_env_to_driver, build_policy_configs, compose_config, ray_init_kwargs
     from cpmobius.engine.sharing import EngineGuard, make_resource_pool
 
-    cfg = compose_config([
-        f"model.player_path={model_path}", f"model.coach_path={model_path}",
-        "actor_rollout_ref.actor.optim.lr=0.0", "coach.verl.actor.optim.lr=0.0",
-        "coach.verl.actor.entropy_coeff=-0.01",  # the Player's: the two updates must be the same loss
-        "actor_rollout_ref.model.use_remove_padding=true",
-        "++coach.verl.model.enable_gradient_checkpointing=true",
-        "++coach.verl.model.use_fused_kernels=true",
-        "++coach.verl.model.fused_kernel_options.impl_backend=torch",
-        "++player.verl.model.enable_gradient_checkpointing=false",
-        "++player.verl.model.use_fused_kernels=false",
-        *overrides,
-    ])
+    cfg = compose_config(
+        [
+            f"model.player_path={model_path}",
+            f"model.coach_path={model_path}",
+            "actor_rollout_ref.actor.optim.lr=0.0",
+            "coach.verl.actor.optim.lr=0.0",
+            "coach.verl.actor.entropy_coeff=-0.01",  # the Player's: the two updates must be the same loss
+            "actor_rollout_ref.model.use_remove_padding=true",
+            "++coach.verl.model.enable_gradient_checkpointing=true",
+            "++coach.verl.model.use_fused_kernels=true",
+            "++coach.verl.model.fused_kernel_options.impl_backend=torch",
+            "++player.verl.model.enable_gradient_checkpointing=false",
+            "++player.verl.model.use_fused_kernels=false",
+            *overrides,
+        ]
+    )
     apply_env_to_driver(cfg)
     import cpmobius.engine.extensions  # noqa: F401  (the CPU platform in the driver)
 
@@ -118,8 +126,12 @@ def one_update(policy, knobs: dict, vocab_size: int) -> dict:
     signs = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(len(batch))])[:, None]
     batch.batch["advantages"] = signs * batch.batch["response_mask"].float()
     metrics = policy.update(batch)
-    return {"log_probs": log_probs, "entropy": entropy, "ref_log_prob": batch.batch["ref_log_prob"],
-            **{key: metrics[key] for key in UPDATE_METRICS}}
+    return {
+        "log_probs": log_probs,
+        "entropy": entropy,
+        "ref_log_prob": batch.batch["ref_log_prob"],
+        **{key: metrics[key] for key in UPDATE_METRICS},
+    }
 
 
 def assert_same_pass(got: dict, want: dict, rtol: float = RTOL, atol: float = 1e-5) -> None:
@@ -190,8 +202,11 @@ def test_the_weights_did_not_move_and_the_rows_differ(knob_policies):
     assert float(sums.max() - sums.min()) > 1.0
 
 
-GPU_PRESETS = [[f"experiment={path.stem}"] for path in sorted((Path(__file__).resolve().parents[1] / "configs" / "experiment").glob("*.yaml"))
-               if path.stem != "zero_template"]  # a fragment the released presets include
+GPU_PRESETS = [
+    [f"experiment={path.stem}"]
+    for path in sorted((Path(__file__).resolve().parents[1] / "configs" / "experiment").glob("*.yaml"))
+    if path.stem != "zero_template"
+]  # a fragment the released presets include
 GPU_PRESETS += [["model=qwen2p5_coder_1p5b", "backend=vllm"], ["model=qwen2p5_math_1p5b", "backend=cuda_hf"]]
 
 
@@ -202,24 +217,35 @@ def test_the_gpu_presets_turn_the_fast_path_on_and_validate(overrides):
     configs = build_policy_configs(compose_config(overrides))  # verl's dataclasses check the knobs
     for name, pcfg in configs.items():
         arr = pcfg.actor_rollout_ref
-        assert arr.model.use_remove_padding and arr.actor.use_dynamic_bsz and arr.model.enable_gradient_checkpointing, name
+        assert arr.model.use_remove_padding and arr.actor.use_dynamic_bsz and arr.model.enable_gradient_checkpointing, (
+            name
+        )
         assert arr.rollout.log_prob_use_dynamic_bsz and arr.ref.log_prob_use_dynamic_bsz, name
         assert arr.model.use_fused_kernels and arr.model.fused_kernel_options.impl_backend == "torch", name
         longest = int(arr.rollout.prompt_length) + int(arr.rollout.response_length)
-        for budget in (arr.actor.ppo_max_token_len_per_gpu, arr.rollout.log_prob_max_token_len_per_gpu,
-                       arr.ref.log_prob_max_token_len_per_gpu):
+        for budget in (
+            arr.actor.ppo_max_token_len_per_gpu,
+            arr.rollout.log_prob_max_token_len_per_gpu,
+            arr.ref.log_prob_max_token_len_per_gpu,
+        ):
             assert int(budget) >= longest, (name, budget, longest)  # verl refuses a rollout longer than a micro-batch
 
 
-@pytest.mark.parametrize("dynamic, expected", [(False, 2 * 6), (True, 2)])  # lcm(2, 3, 6) = 6 rows per micro-batch cycle
+@pytest.mark.parametrize(
+    "dynamic, expected", [(False, 2 * 6), (True, 2)]
+)  # lcm(2, 3, 6) = 6 rows per micro-batch cycle
 def test_rows_are_padded_to_micro_batches_only_without_dynamic_batch_size(dynamic, expected):
     from omegaconf import OmegaConf
 
     from cpmobius.engine.batches import row_divisor
 
-    arr = OmegaConf.create({"actor": {"ppo_micro_batch_size_per_gpu": 2, "use_dynamic_bsz": dynamic},
-                            "rollout": {"log_prob_micro_batch_size_per_gpu": 3},
-                            "ref": {"log_prob_micro_batch_size_per_gpu": 6}})
+    arr = OmegaConf.create(
+        {
+            "actor": {"ppo_micro_batch_size_per_gpu": 2, "use_dynamic_bsz": dynamic},
+            "rollout": {"log_prob_micro_batch_size_per_gpu": 3},
+            "ref": {"log_prob_micro_batch_size_per_gpu": 6},
+        }
+    )
     assert row_divisor(arr, world_size=2) == expected
 
 
@@ -243,8 +269,17 @@ def test_an_untied_output_layer_stays_in_the_root_unit_only_under_the_fused_forw
     keep_fused_output_layer_in_root_unit()
     keep_fused_output_layer_in_root_unit()  # idempotent: one wrapper, not two
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                         num_key_value_heads=1, vocab_size=64, tie_word_embeddings=False))
+    model = Qwen2ForCausalLM(
+        Qwen2Config(
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            vocab_size=64,
+            tie_word_embeddings=False,
+        )
+    )
     if fused:
         model._verl_fused_kernels_backend = "torch"  # what verl's patch of the forward marks
     targets = fsdp_utils._select_fsdp2_wrap_targets(model, ["Qwen2DecoderLayer"])

@@ -35,10 +35,13 @@ def knob_policies_gpu(tmp_path_factory):
 
     path = materialize_tiny_model(tmp_path_factory.mktemp("models") / "qwen2_0p5b", spec=QWEN2_0P5B_SPEC, seed=3)
     policies = checks.start_knob_policies(
-        ["backend=cuda_hf", "data.max_response_length=48",
-         # both policies resident on one GPU, no offload: nothing here needs the host round trip
-         "actor_rollout_ref.actor.fsdp_config.param_offload=false",
-         "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false"],
+        [
+            "backend=cuda_hf",
+            "data.max_response_length=48",
+            # both policies resident on one GPU, no offload: nothing here needs the host round trip
+            "actor_rollout_ref.actor.fsdp_config.param_offload=false",
+            "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
+        ],
         str(path),
     )
     vocab = len(policies["player"].tokenizer)
@@ -56,5 +59,6 @@ def test_a_per_call_knob_computes_the_same_pass_on_cuda(knob_policies_gpu, knob)
 def test_gradient_checkpointing_computes_the_same_update_on_cuda(knob_policies_gpu):
     policies, baseline, vocab = knob_policies_gpu
     checks.assert_same_pass(checks.one_update(policies["coach"], {}, vocab), baseline, atol=1e-3)
-    checks.assert_same_pass(checks.one_update(policies["coach"], checks.KNOBS["dynamic_bsz_remove_padding"], vocab),
-                            baseline, atol=1e-3)
+    checks.assert_same_pass(
+        checks.one_update(policies["coach"], checks.KNOBS["dynamic_bsz_remove_padding"], vocab), baseline, atol=1e-3
+    )

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from cpmobius.engine.gpu_driver import GpuDriverError, check_gpu_driver, check_this_machine, driver_version, parse_proc_version
+from cpmobius.engine.gpu_driver import (
+    GpuDriverError,
+    check_gpu_driver,
+    check_this_machine,
+    driver_version,
+    parse_proc_version,
+)
 
 
 @pytest.mark.parametrize(
@@ -16,7 +22,9 @@ def test_a_driver_new_enough_passes(torch_cuda, driver):
     check_gpu_driver(torch_cuda, driver, "2.11.0+cu130")
 
 
-@pytest.mark.parametrize("torch_cuda, driver, needed", [("13.0", "535.104.05", 580), ("13.0", "570.86.15", 580), ("12.1", "470.82", 525)])
+@pytest.mark.parametrize(
+    "torch_cuda, driver, needed", [("13.0", "535.104.05", 580), ("13.0", "570.86.15", 580), ("12.1", "470.82", 525)]
+)
 def test_a_driver_too_old_for_the_cuda_build_is_one_line_with_the_ways_out(torch_cuda, driver, needed):
     with pytest.raises(GpuDriverError) as refused:
         check_gpu_driver(torch_cuda, driver, "2.11.0+cu130")
@@ -41,7 +49,10 @@ def test_the_cpu_platform_checks_nothing_and_this_machine_reads_cleanly():
     "text, version",
     [
         # the open module, as an H200 machine printed it (driver 580.159.04)
-        ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n", "580.159.04"),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n",
+            "580.159.04",
+        ),
         ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n", "535.104.05"),
         ("something else entirely\n", None),
     ],

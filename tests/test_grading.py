@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpmobius import grading
-from cpmobius.grading import isolation
+from cpmobius.eval.data import default_data_dir
 from cpmobius.grading import (
     GradeResult,
     GradingError,
@@ -28,9 +28,9 @@ from cpmobius.grading import (
     extract_answer,
     grade,
     grade_batch,
+    isolation,
     majority_vote,
 )
-from cpmobius.eval.data import default_data_dir
 from cpmobius.grading.released import normalize_gold
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +54,7 @@ def warm_pool():
 # ---------------------------------------------------------------------------------------------
 # A. Extraction and equivalence (grader)
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "label, response, extracted, correct",
@@ -109,8 +110,17 @@ def test_connected_boxes_are_one_explicit_multi_answer():
         ("", None),
         (None, None),
     ],
-    ids=["empty-box-mention", "command-mention", "code-span", "boxed-space", "fbox", "cut-after-boxed",
-         "nested", "empty", "none"],
+    ids=[
+        "empty-box-mention",
+        "command-mention",
+        "code-span",
+        "boxed-space",
+        "fbox",
+        "cut-after-boxed",
+        "nested",
+        "empty",
+        "none",
+    ],
 )
 def test_extraction_rules(response, expected):
     assert extract_answer(response) == expected
@@ -163,6 +173,7 @@ def test_ray_actor_with_concurrency():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     actor = None
     try:
+
         @ray.remote(max_concurrency=4)
         class Grader:
             def grade(self, gold, response, timeout_s):
@@ -174,9 +185,11 @@ def test_ray_actor_with_concurrency():
 
         actor = Grader.options(runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}}).remote()
         assert ray.get(actor.grade.remote(r"\alpha", boxed(r"\alpha+0"), 30.0))[:2] == (True, "ok")  # pool up
-        refs = [actor.grade.remote(r"\frac13", r"\boxed{\frac{1}{3}}", 5.0),
-                actor.grade.remote(r"\sin(x)+1", boxed(r"1+\sin x"), 5.0),
-                actor.grade.remote("3", SLOW_TOWER, 1.0)]
+        refs = [
+            actor.grade.remote(r"\frac13", r"\boxed{\frac{1}{3}}", 5.0),
+            actor.grade.remote(r"\sin(x)+1", boxed(r"1+\sin x"), 5.0),
+            actor.grade.remote("3", SLOW_TOWER, 1.0),
+        ]
         res = ray.get(refs, timeout=60)
         assert [r[:2] for r in res] == [(True, "ok"), (True, "ok"), (False, "timeout")]
         assert res[2][2] < 1.0 + 2.5  # its bound (pool start-up inside the actor excluded)
@@ -286,9 +299,19 @@ def test_vote_clustering_is_bounded():
         ("11111111100", r"11,\! 111,\! 111,\! 100", True),
         ("32348", r"\$32,\!348", True),
     ],
-    ids=["sep-comma", "sep-brace-comma", "sep-thin-space", "sep-thin-space-not-0",
-         "sep-1500-vs-2000", "sep-list-not-fused", "sep-bad-grouping", "list-spacing", "MATH-comma-bang",
-         "MATH-comma-bang-space", "MATH-dollar"],
+    ids=[
+        "sep-comma",
+        "sep-brace-comma",
+        "sep-thin-space",
+        "sep-thin-space-not-0",
+        "sep-1500-vs-2000",
+        "sep-list-not-fused",
+        "sep-bad-grouping",
+        "list-spacing",
+        "MATH-comma-bang",
+        "MATH-comma-bang-space",
+        "MATH-dollar",
+    ],
 )
 def test_thousands_separators(label, response, equal):
     assert grade(label, boxed(response)).correct is equal
@@ -318,8 +341,21 @@ def test_separator_policy_in_vote():
         (r"\ln(x^2)", r"2\ln(x)", False),  # not for x < 0 (math-verify decides: real symbols)
         (r"\sin(x)+1", r"1+\sin x", True),  # bare argument: math-verify decides
     ],
-    ids=["poly", "poly-wrong", "rational-function", "abs-value", "other-variable", "pi-r-squared", "t-over-m",
-         "tuple-of-expressions", "double-angle", "pythagoras", "exp", "log-domain", "bare-argument"],
+    ids=[
+        "poly",
+        "poly-wrong",
+        "rational-function",
+        "abs-value",
+        "other-variable",
+        "pi-r-squared",
+        "t-over-m",
+        "tuple-of-expressions",
+        "double-angle",
+        "pythagoras",
+        "exp",
+        "log-domain",
+        "bare-argument",
+    ],
 )
 def test_expressions_with_variables(gold, response, equal):
     assert grade(gold, boxed(response)).correct is equal
@@ -336,8 +372,14 @@ def test_expressions_with_variables(gold, response, equal):
         ("5", r"x = 5 \text{ or } x = -5", False),
         ("y = 2x+3", "2x+3", True),
     ],
-    ids=["eq-different-lines", "eq-same-line", "eq-assignment-gold", "eq-assignment-pred",
-         "eq-two-solutions", "eq-equation-rhs"],
+    ids=[
+        "eq-different-lines",
+        "eq-same-line",
+        "eq-assignment-gold",
+        "eq-assignment-pred",
+        "eq-two-solutions",
+        "eq-equation-rhs",
+    ],
 )
 def test_equations_keep_both_sides(gold, response, equal):
     assert grade(gold, boxed(response)).correct is equal
@@ -375,16 +417,44 @@ def test_symmetric_rule_either_direction():
     assert (v.pseudo_label, v.pass_rate, v.clusters) == ("28", 2 / 3, [[0, 1], [2]])
 
 
-_VOTE_POOL = ["7", "7.0", r"\frac{14}{2}", "5", r"\frac12", "0.5", "1/2", "x<3", r"(-\infty,3)", "28", r"28\%",
-              "0.28", r"\sqrt{2}", "1.414214", "1.4142136", r"\text{(E)}", "e", "E", r"\text{Evelyn}", "evelyn",
-              r"1\,500", "1500", None, "None", r"\boxed{7", "(1,2)", r"\{1,2\}", "2, 1"]
+_VOTE_POOL = [
+    "7",
+    "7.0",
+    r"\frac{14}{2}",
+    "5",
+    r"\frac12",
+    "0.5",
+    "1/2",
+    "x<3",
+    r"(-\infty,3)",
+    "28",
+    r"28\%",
+    "0.28",
+    r"\sqrt{2}",
+    "1.414214",
+    "1.4142136",
+    r"\text{(E)}",
+    "e",
+    "E",
+    r"\text{Evelyn}",
+    "evelyn",
+    r"1\,500",
+    "1500",
+    None,
+    "None",
+    r"\boxed{7",
+    "(1,2)",
+    r"\{1,2\}",
+    "2, 1",
+]
 
 
 @settings(max_examples=40, deadline=None, database=None)  # no .hypothesis/ folder in the repository
 @given(st.lists(st.sampled_from(_VOTE_POOL), min_size=1, max_size=10), st.randoms(use_true_random=False))
 def test_vote_permutation_invariance_property(samples, rnd):
-    responses = ["I don't know" if s is None else ("I think " + s) if s.startswith("\\boxed{7") else boxed(s)
-                 for s in samples]
+    responses = [
+        "I don't know" if s is None else ("I think " + s) if s.startswith("\\boxed{7") else boxed(s) for s in samples
+    ]
     base = majority_vote(responses)
     perm = list(range(len(responses)))
     rnd.shuffle(perm)
@@ -405,8 +475,15 @@ def test_vote_permutation_invariance_property(samples, rnd):
         ("E", r"\boxed{\text{(E)}}", True),
         ("e", r"\boxed{2.718282}", False),
     ],
-    ids=["amc-label-and-value", "amc-bare-letter", "amc-text-E-vs-e", "option-letter", "option-bold",
-         "option-vs-letter", "letter-never-euler"],
+    ids=[
+        "amc-label-and-value",
+        "amc-bare-letter",
+        "amc-text-E-vs-e",
+        "option-letter",
+        "option-bold",
+        "option-vs-letter",
+        "letter-never-euler",
+    ],
 )
 def test_amc_letters(gold, response, correct):
     assert grade(gold, response).correct is correct
@@ -435,10 +512,27 @@ def test_amc_letters(gold, response, correct):
         ("5.4 \\text{ cents}", "5.4", True),
         (r"\arcsin{\frac{1}{1.3}}", r"\arcsin{\frac{10}{13}}", True),
     ],
-    ids=["pct-28", "pct-0.28", "pct-half", "deg-30", "deg-rad", "unit-cm",
-         "unit-dollar", "prec-0.333", "prec-1.5708", "prec-6.283185", "prec-6.28", "six-places",
-         "six-places-radical", "tiny-values-differ", "trailing-zero", "exact-decimal", "MATH-degrees",
-         "MATH-cents", "written-decimal-is-exact"],
+    ids=[
+        "pct-28",
+        "pct-0.28",
+        "pct-half",
+        "deg-30",
+        "deg-rad",
+        "unit-cm",
+        "unit-dollar",
+        "prec-0.333",
+        "prec-1.5708",
+        "prec-6.283185",
+        "prec-6.28",
+        "six-places",
+        "six-places-radical",
+        "tiny-values-differ",
+        "trailing-zero",
+        "exact-decimal",
+        "MATH-degrees",
+        "MATH-cents",
+        "written-decimal-is-exact",
+    ],
 )
 def test_units_percent_precision_policy_table(gold, response, correct):
     assert grade(gold, boxed(response)).correct is correct
@@ -488,6 +582,7 @@ def test_code_style_votes_one_cluster():
 # B. Majority voting
 # ---------------------------------------------------------------------------------------------
 
+
 def test_equivalent_answers_form_one_cluster():
     answers = [r"\frac{1}{2}", "0.5", "1/2", r"\dfrac12", "3", "3", None, None]
     v = majority_vote([boxed(a) if a else "no answer" for a in answers])
@@ -516,8 +611,12 @@ def test_tie_at_the_top_gives_no_label():
 # C./D. Filter band and truncation (the vote's side of the filter band and truncated responses)
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("agree, kept", [(2, True), (8, True), (1, False), (9, False), (0, False), (10, False)],
-                         ids=["band-2of10", "band-8of10", "band-1of10", "band-9of10", "0of10", "10of10"])
+
+@pytest.mark.parametrize(
+    "agree, kept",
+    [(2, True), (8, True), (1, False), (9, False), (0, False), (10, False)],
+    ids=["band-2of10", "band-8of10", "band-1of10", "band-9of10", "0of10", "10of10"],
+)
 def test_band_boundaries_without_float_drift(agree, kept):
     # n = 10: `agree` samples say 4, the others say distinct wrong answers (a unique majority if agree >= 2)
     responses = [boxed("4")] * agree + [boxed(str(100 + i)) for i in range(10 - agree)]
@@ -543,6 +642,7 @@ def test_truncated_responses_never_vote():
 # E. Evaluation harness: released quirks (str.strip with a phrase) and our prefix-only extraction
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "answer, quirk",
     [(r"2\pi", "2\\"), ("1/e", "1/"), ("Evelyn", "Evely"), ("Tuesday", "uesday"), ("e", "")],
@@ -556,8 +656,11 @@ def test_strip_quirk_only_in_released_mode(answer, quirk):
     assert released.extracted == quirk and released.correct is (quirk == answer)
 
 
-@pytest.mark.parametrize("gold, released_gold", [("0,1", ",1"), ("033", "33"), ("0.022", ".022"), ("0", "0")],
-                         ids=["strip-0,1", "strip-033", "decimal", "zero"])
+@pytest.mark.parametrize(
+    "gold, released_gold",
+    [("0,1", ",1"), ("033", "33"), ("0.022", ".022"), ("0", "0")],
+    ids=["strip-0,1", "strip-033", "decimal", "zero"],
+)
 def test_strip_quirk_gold_leading_zeros(gold, released_gold):
     assert normalize_gold(gold) == released_gold
     assert grade("033", boxed("33")).correct and not grade("0,1", boxed("1")).correct
@@ -592,6 +695,7 @@ def test_released_vote_is_exact_string():
 # F. Self-play: the problem text must not leak into extraction
 # ---------------------------------------------------------------------------------------------
 
+
 def test_only_response_tokens_are_read():
     problem = r"Compute 17 × 3. (Hint: the result is \boxed{51}.)"
     responses = ["17 times 3 is fifty-one, I think.", "The product is 51."] * 4
@@ -604,6 +708,7 @@ def test_only_response_tokens_are_read():
 # ---------------------------------------------------------------------------------------------
 # Benchmark gold answers (shared/data/eval)
 # ---------------------------------------------------------------------------------------------
+
 
 def _eval_rows() -> list[dict]:
     eval_dir = SHARED_EVAL
@@ -624,14 +729,28 @@ def test_every_gold_matches_itself_when_boxed():
 
 # Alternative spellings whose *value* differs from the answer (kept by the data curators as
 # accepted alternatives or flagged as ambiguous); everything else in alt_answers must match.
-_ALT_DIFFERENT = {"minerva_math-10", "minerva_math-17", "minerva_math-19", "minerva_math-78", "minerva_math-88",
-                  "minerva_math-156", "minerva_math-163", "minerva_math-170", "minerva_math-193", "minerva_math-202"}
+_ALT_DIFFERENT = {
+    "minerva_math-10",
+    "minerva_math-17",
+    "minerva_math-19",
+    "minerva_math-78",
+    "minerva_math-88",
+    "minerva_math-156",
+    "minerva_math-163",
+    "minerva_math-170",
+    "minerva_math-193",
+    "minerva_math-202",
+}
 
 
 def test_gold_alternative_spellings_match():
     rows = _eval_rows()
-    pairs = [(r["id"], str(r["answer"]), a) for r in rows for a in r.get("alt_answers") or []
-             if r["id"] not in _ALT_DIFFERENT]
+    pairs = [
+        (r["id"], str(r["answer"]), a)
+        for r in rows
+        for a in r.get("alt_answers") or []
+        if r["id"] not in _ALT_DIFFERENT
+    ]
     batch = grade_batch([p[1] for p in pairs], [f"\\boxed{{{p[2]}}}" for p in pairs], timeout_s=30)
     failures = [p for p, res in zip(pairs, batch.results) if not res.correct]
     assert not failures, failures[:5]
@@ -642,14 +761,24 @@ def test_gold_alternative_spellings_match():
 # Command-line interface
 # ---------------------------------------------------------------------------------------------
 
+
 def _cli(args: list[str], stdin: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cpmobius.grading", *args], input=stdin, capture_output=True,
-                          text=True, timeout=60, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "cpmobius.grading", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
 
 
 def test_cli_verify_and_vote():
-    lines = [{"gold": "1/2", "response": r"so \boxed{0.5}"}, {"gold": "7", "response": "no box"},
-             {"gold": "x^2+1", "response": r"\boxed{1+x^2}"}]
+    lines = [
+        {"gold": "1/2", "response": r"so \boxed{0.5}"},
+        {"gold": "7", "response": "no box"},
+        {"gold": "x^2+1", "response": r"\boxed{1+x^2}"},
+    ]
     out = _cli(["verify"], "\n".join(json.dumps(x) for x in lines) + "\n")
     assert out.returncode == 0, out.stderr
     assert [json.loads(x) for x in out.stdout.splitlines()] == [

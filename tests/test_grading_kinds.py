@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from cpmobius.grading import answers_equivalent, extract_answer, grade, majority_vote
-from cpmobius.grading.arithmetic import Irr, MP, num_eq
+from cpmobius.grading.arithmetic import MP, Irr, num_eq
 from cpmobius.grading.canonical import MAX_ANSWER_CHARS, canonicalize
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,8 +32,14 @@ def boxed(answer: str) -> str:
 
 
 def _cli(command: str, lines: list[dict]) -> list[dict]:
-    out = subprocess.run([sys.executable, "-m", "cpmobius.grading", command], capture_output=True, text=True,
-                         input="".join(json.dumps(x) + "\n" for x in lines), timeout=120, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "cpmobius.grading", command],
+        capture_output=True,
+        text=True,
+        input="".join(json.dumps(x) + "\n" for x in lines),
+        timeout=120,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr
     return [json.loads(x) for x in out.stdout.splitlines()]
 
@@ -113,8 +119,10 @@ def test_huge_exact_values_are_over_budget_not_equal():
         assert not result.correct and result.status == "timeout"
 
 
-@pytest.mark.regression("a real Player's \\lfloor1000^{10000}\\rfloor: Python's 4300-digit int → str cap raised inside "
-                        "the worker and the verdict was reported as a grader 'error'")
+@pytest.mark.regression(
+    "a real Player's \\lfloor1000^{10000}\\rfloor: Python's 4300-digit int → str cap raised inside "
+    "the worker and the verdict was reported as a grader 'error'"
+)
 def test_values_past_the_int_to_str_cap_are_over_budget_not_errors():
     result = grade(r"\lfloor y\rfloor", boxed(r"\lfloor1000^{10000}\rfloor"), timeout_s=20)
     assert not result.correct and result.status == "timeout"
@@ -236,7 +244,9 @@ def test_ambiguous_mixed_number_is_no_answer():
 
 
 def test_mixed_number_votes_with_its_value():
-    vote = majority_vote([boxed("3 1/2"), boxed(r"\frac72"), boxed("3.5"), boxed(r"\frac{31}{2}"), boxed(r"\frac{31}{2}")])
+    vote = majority_vote(
+        [boxed("3 1/2"), boxed(r"\frac72"), boxed("3.5"), boxed(r"\frac{31}{2}"), boxed(r"\frac{31}{2}")]
+    )
     assert vote.clusters == [[0, 1, 2], [3, 4]] and vote.pass_rate == 3 / 5
 
 
@@ -302,6 +312,7 @@ def test_repeating_decimal_votes_with_its_value():
 # The same kinds through `python -m cpmobius.grading verify|vote`
 # ---------------------------------------------------------------------------------------------
 
+
 def test_cli_verify_all_kinds():
     lines = [
         {"gold": r"\frac{1}{100!}", "response": boxed(r"\frac{1}{101!}")},
@@ -313,7 +324,14 @@ def test_cli_verify_all_kinds():
         {"gold": "0", "response": boxed(r"0.\overline{1}")},
     ]
     assert [(r["correct"], r["status"]) for r in _cli("verify", lines)] == [
-        (False, "ok"), (False, "ok"), (True, "ok"), (True, "ok"), (False, "ok"), (True, "ok"), (False, "ok")]
+        (False, "ok"),
+        (False, "ok"),
+        (True, "ok"),
+        (True, "ok"),
+        (False, "ok"),
+        (True, "ok"),
+        (False, "ok"),
+    ]
 
 
 def test_cli_vote_all_kinds():
@@ -426,10 +444,27 @@ def test_unicode_radicals_take_the_whole_number(gold, answer, verdict):
     assert result.status == "ok" and result.correct is verdict
 
 
-PLACEHOLDERS = [r"\mathrm{None}", r"\text{None.}", r"\mathrm{N/A}", r"\ ", r"\,\ ", r"\emph{None}",
-                r"\mathbf{None}", r"\mathtt{None}", r"\operatorname{None}", r"\mathrm{NaN}", r"\mathrm{null}",
-                "N.A.", "n.a.", "[answer]", r"\text{your answer here}", r"\textbf{\mathrm{None}}", "???",
-                r"\text{ \ldots }", "<answer>"]
+PLACEHOLDERS = [
+    r"\mathrm{None}",
+    r"\text{None.}",
+    r"\mathrm{N/A}",
+    r"\ ",
+    r"\,\ ",
+    r"\emph{None}",
+    r"\mathbf{None}",
+    r"\mathtt{None}",
+    r"\operatorname{None}",
+    r"\mathrm{NaN}",
+    r"\mathrm{null}",
+    "N.A.",
+    "n.a.",
+    "[answer]",
+    r"\text{your answer here}",
+    r"\textbf{\mathrm{None}}",
+    "???",
+    r"\text{ \ldots }",
+    "<answer>",
+]
 
 
 @pytest.mark.parametrize("answer", PLACEHOLDERS)
@@ -455,8 +490,14 @@ def test_extraction_is_linear():
 
 @pytest.mark.parametrize(
     "answer",
-    ["sqrt(" * 3000 + "2" + ")" * 3000, "(" * 5000 + "2" + ")" * 5000, "{" * 5000 + "2" + "}" * 5000,
-     "\\frac{1}{" * 800 + "2" + "}" * 800, "1+" * 3000 + "1", "√(" * 3000 + "2" + ")" * 3000],
+    [
+        "sqrt(" * 3000 + "2" + ")" * 3000,
+        "(" * 5000 + "2" + ")" * 5000,
+        "{" * 5000 + "2" + "}" * 5000,
+        "\\frac{1}{" * 800 + "2" + "}" * 800,
+        "1+" * 3000 + "1",
+        "√(" * 3000 + "2" + ")" * 3000,
+    ],
 )
 def test_over_long_answers_are_a_timeout_in_bounded_time(answer):
     assert len(answer) > MAX_ANSWER_CHARS
@@ -470,8 +511,15 @@ def test_over_long_answers_are_a_timeout_in_bounded_time(answer):
 
 
 @pytest.mark.parametrize(
-    "answer", ["sqrt(" * 499 + "2" + ")" * 499, "{" * 1400 + "2" + "}" * 1400, "\\boxed{" * 300 + "2" + "}" * 300,
-               "sin(" * 500 + "x" + ")" * 500, "√(" * 999 + "2" + ")" * 999, r"\mathrm{" * 300 + "x" + "}" * 300]
+    "answer",
+    [
+        "sqrt(" * 499 + "2" + ")" * 499,
+        "{" * 1400 + "2" + "}" * 1400,
+        "\\boxed{" * 300 + "2" + "}" * 300,
+        "sin(" * 500 + "x" + ")" * 500,
+        "√(" * 999 + "2" + ")" * 999,
+        r"\mathrm{" * 300 + "x" + "}" * 300,
+    ],
 )
 def test_canonicalisation_is_fast_below_the_bound(answer):
     assert len(answer) <= MAX_ANSWER_CHARS
@@ -502,17 +550,35 @@ def test_option_labels_in_any_font_are_stripped(gold, answer, verdict):
 
 @pytest.mark.parametrize(
     "plain, latex",
-    [("ln(2)", r"\ln(2)"), ("sin(pi/6)", r"\sin(\pi/6)"), ("cos(0)", r"\cos(0)"), ("tan(pi/4)", r"\tan(\pi/4)"),
-     ("log(8)", r"\log(8)"), ("arctan(1)", r"\arctan(1)"), ("sinh(1)", r"\sinh(1)"), ("cos^2(x)", r"\cos^2(x)"),
-     ("log_2(8)", r"\log_2(8)"), ("2sin(x)+ln(3)", r"2\sin(x)+\ln(3)")],
+    [
+        ("ln(2)", r"\ln(2)"),
+        ("sin(pi/6)", r"\sin(\pi/6)"),
+        ("cos(0)", r"\cos(0)"),
+        ("tan(pi/4)", r"\tan(\pi/4)"),
+        ("log(8)", r"\log(8)"),
+        ("arctan(1)", r"\arctan(1)"),
+        ("sinh(1)", r"\sinh(1)"),
+        ("cos^2(x)", r"\cos^2(x)"),
+        ("log_2(8)", r"\log_2(8)"),
+        ("2sin(x)+ln(3)", r"2\sin(x)+\ln(3)"),
+    ],
 )
 def test_plain_text_functions_read_as_latex(plain, latex):
     assert answers_equivalent(plain, latex)
     assert canonicalize(plain) == canonicalize(latex)
 
 
-@pytest.mark.parametrize("gold, answer", [(r"\frac12", "sin(pi/6)"), ("1", "cos(0)"), ("1", "tan(pi/4)"),
-                                          ("3", "log_2(8)"), (r"\ln 2", "ln(2)"), ("0", "ln(1)")])
+@pytest.mark.parametrize(
+    "gold, answer",
+    [
+        (r"\frac12", "sin(pi/6)"),
+        ("1", "cos(0)"),
+        ("1", "tan(pi/4)"),
+        ("3", "log_2(8)"),
+        (r"\ln 2", "ln(2)"),
+        ("0", "ln(1)"),
+    ],
+)
 def test_plain_text_functions_grade_by_value(gold, answer):
     result = grade(gold, boxed(answer))
     assert result.status == "ok" and result.correct

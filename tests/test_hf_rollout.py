@@ -268,7 +268,12 @@ async def test_agent_loop_sends_the_configured_repetition_penalty_and_stop_token
     params = {"repetition_penalty": 1.0, "temperature": 0.7, "top_p": 0.9, "top_k": -1}  # verl always sends 1.0
     output = await loop.run(params, raw_prompt=[])
     assert captured["repetition_penalty"] == 1.05 and captured["temperature"] == 0.7
-    assert params == {"repetition_penalty": 1.0, "temperature": 0.7, "top_p": 0.9, "top_k": -1}  # caller's dict untouched
+    assert params == {
+        "repetition_penalty": 1.0,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": -1,
+    }  # caller's dict untouched
     assert tokenizer.convert_tokens_to_ids("<|im_end|>") in captured["stop_token_ids"]
     # every row reports the sampling values it was generated with
     assert output.extra_fields == {"sampling_temperature": 0.7, "sampling_top_p": 0.9, "sampling_top_k": -1.0}

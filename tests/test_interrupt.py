@@ -17,19 +17,32 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-LINE = re.compile(r"\[cpmobius\] interrupted at step (\d+); the last checkpoint is step (\d+); run the same command to resume")
+LINE = re.compile(
+    r"\[cpmobius\] interrupted at step (\d+); the last checkpoint is step (\d+); run the same command to resume"
+)
 
 
 def command(out_dir: Path, model_cache: Path) -> list[str]:
     return [
-        sys.executable, "-m", "cpmobius.main",
-        f"trainer.default_local_dir={out_dir}", f"hydra.run.dir={out_dir / 'hydra'}",
-        f"model.cache_dir={model_cache}", "model.pretrain.player_steps=20", "model.pretrain.coach_steps=20",
-        "warmup.enabled=false", "trainer.total_training_steps=6", "filter.quota=2", "player.n=4", "validation.size=8",
+        sys.executable,
+        "-m",
+        "cpmobius.main",
+        f"trainer.default_local_dir={out_dir}",
+        f"hydra.run.dir={out_dir / 'hydra'}",
+        f"model.cache_dir={model_cache}",
+        "model.pretrain.player_steps=20",
+        "model.pretrain.coach_steps=20",
+        "warmup.enabled=false",
+        "trainer.total_training_steps=6",
+        "filter.quota=2",
+        "player.n=4",
+        "validation.size=8",
     ]
 
 
-def interrupt_after_checkpoint(out_dir: Path, model_cache: Path, step: int, signum: int, whole_group: bool) -> tuple[int, str, int]:
+def interrupt_after_checkpoint(
+    out_dir: Path, model_cache: Path, step: int, signum: int, whole_group: bool
+) -> tuple[int, str, int]:
     """Start the run, send ``signum`` once checkpoint ``step`` exists (to the process group, as a
     terminal's Ctrl-C does, or to the driver alone, as a scheduler's SIGTERM does); wait for the run and
     every process it started. Returns (exit code, output, checkpoint step at exit)."""
@@ -40,9 +53,15 @@ def interrupt_after_checkpoint(out_dir: Path, model_cache: Path, step: int, sign
     with open(log_path, "w") as log:
         # SIGINT live in the driver, as in a terminal: a test suite started in the background of a
         # non-interactive shell inherits SIGINT ignored, and Python then keeps ignoring it.
-        process = subprocess.Popen(command(out_dir, model_cache), cwd=REPO, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True,
-                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        process = subprocess.Popen(
+            command(out_dir, model_cache),
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
     tracker = out_dir / "latest_checkpointed_iteration.txt"
     deadline = time.monotonic() + 600
     while not (tracker.exists() and int(tracker.read_text().strip() or 0) >= step):
@@ -75,13 +94,21 @@ def test_sigterm_then_ctrl_c_stop_cleanly_and_the_same_command_resumes(tmp_path,
     assert code == 143, output[-3000:]
     assert_one_line(output, checkpoint)
 
-    code, output, checkpoint_2 = interrupt_after_checkpoint(out, model_cache, checkpoint + 1, signal.SIGINT, whole_group=True)
+    code, output, checkpoint_2 = interrupt_after_checkpoint(
+        out, model_cache, checkpoint + 1, signal.SIGINT, whole_group=True
+    )
     assert code == 130, output[-3000:]
     assert f"resumed from {out / f'global_step_{checkpoint}'} at step {checkpoint}" in output
     assert_one_line(output, checkpoint_2)
 
-    done = subprocess.run(command(out, model_cache), cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        command(out, model_cache),
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"at step {checkpoint_2}" in done.stdout and "done: 6 steps" in done.stdout
     assert (out / "global_step_6" / "loop_state.json").is_file()

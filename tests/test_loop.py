@@ -8,17 +8,36 @@ import pytest
 pytestmark = pytest.mark.slow
 
 EXPECTED_KEYS = {
-    "coach/candidates", "coach/valid_frac", "coach/updated", "filter/attempts", "filter/kept", "filter/kept_frac",
-    "filter/pass_rate_mean", "filter/dropped/tie", "pseudo_label/accuracy", "player/actor/pg_loss",
-    "player/actor/kl_loss", "player/actor/grad_norm", "player/reward_mean", "val/accuracy", "val/delta_t",
-    "timing_s/coach", "timing_s/difficulty_filter", "timing_s/player_update", "timing_s/validation",
-    "timing_s/coach_update", "pseudo_label/kept_accuracy",
+    "coach/candidates",
+    "coach/valid_frac",
+    "coach/updated",
+    "filter/attempts",
+    "filter/kept",
+    "filter/kept_frac",
+    "filter/pass_rate_mean",
+    "filter/dropped/tie",
+    "pseudo_label/accuracy",
+    "player/actor/pg_loss",
+    "player/actor/kl_loss",
+    "player/actor/grad_norm",
+    "player/reward_mean",
+    "val/accuracy",
+    "val/delta_t",
+    "timing_s/coach",
+    "timing_s/difficulty_filter",
+    "timing_s/player_update",
+    "timing_s/validation",
+    "timing_s/coach_update",
+    "pseudo_label/kept_accuracy",
 }
 # A quicker toy world than the default run's: short pretraining, a Coach that writes problems without
 # a warm-up (the warm-up has its own test), Player answers always boxed.
 FAST_TOY = [
-    "model.pretrain.player_steps=300", "model.pretrain.coach_steps=300", "model.pretrain.coach_corpus=problems",
-    "model.pretrain.player_unboxed=0.0", "warmup.enabled=false",
+    "model.pretrain.player_steps=300",
+    "model.pretrain.coach_steps=300",
+    "model.pretrain.coach_corpus=problems",
+    "model.pretrain.player_unboxed=0.0",
+    "warmup.enabled=false",
 ]
 
 
@@ -29,16 +48,18 @@ def loop(tmp_path_factory, model_cache):
     from cpmobius.engine.config import compose_config
     from cpmobius.main import build_loop
 
-    cfg = compose_config([
-        f"model.cache_dir={model_cache}",
-        f"trainer.default_local_dir={tmp_path_factory.mktemp('run')}",
-        *FAST_TOY,
-        "actor_rollout_ref.actor.optim.lr=1e-2",  # large steps: greedy validation accuracy moves
-        "coach.verl.actor.optim.lr=1e-3",  # every Coach parameter still moves; 1e-2 wrecks its text
-        "filter.quota=2",
-        "player.n=4",
-        "validation.size=16",
-    ])
+    cfg = compose_config(
+        [
+            f"model.cache_dir={model_cache}",
+            f"trainer.default_local_dir={tmp_path_factory.mktemp('run')}",
+            *FAST_TOY,
+            "actor_rollout_ref.actor.optim.lr=1e-2",  # large steps: greedy validation accuracy moves
+            "coach.verl.actor.optim.lr=1e-3",  # every Coach parameter still moves; 1e-2 wrecks its text
+            "filter.quota=2",
+            "player.n=4",
+            "validation.size=16",
+        ]
+    )
     loop = build_loop(cfg)
     yield loop
     ray.shutdown()
@@ -124,7 +145,9 @@ def test_validation_pass_over_the_real_amc_copy(loop):
     with pytest.raises(PromptTooLongError, match=rf"{83 - len(fits)} of 83 prompts exceed rollout.prompt_length=128"):
         measure_accuracy(loop.player, amc, settings)
     # ... and grades every problem that fits.
-    subset = ValidationSet("amc", [amc.ids[i] for i in fits], [amc.problems[i] for i in fits], [amc.answers[i] for i in fits])
+    subset = ValidationSet(
+        "amc", [amc.ids[i] for i in fits], [amc.problems[i] for i in fits], [amc.answers[i] for i in fits]
+    )
     result = measure_accuracy(loop.player, subset, settings)
     assert len(result.correct_per_problem) == len(fits)
     assert sum(result.grade_counts.values()) == len(fits) and result.grade_counts.get("error", 0) == 0
@@ -134,9 +157,7 @@ def test_validation_pass_over_the_real_amc_copy(loop):
 def test_policy_operations_are_timed_inside_the_step(loop):
     import time
 
-    from cpmobius.engine.timing import split_step
-
-    from cpmobius.engine.timing import op_marks, op_metrics
+    from cpmobius.engine.timing import op_marks, op_metrics, split_step
 
     marks, switches, started = op_marks(loop.policies), loop.player.guard.switches, time.perf_counter()
     metrics = loop.step()
@@ -144,7 +165,9 @@ def test_policy_operations_are_timed_inside_the_step(loop):
     ops = op_metrics(loop.policies, marks)
     assert ops["timing_s/ops/coach/generate"] > 0 and ops["timing_s/ops/coach/generate"] <= metrics["timing_s/coach"]
     assert ops["timing_s/ops/player/generate"] > 0
-    wakes = sum(op == "wake" for role, policy in loop.policies.items() for op, _, _ in policy.ops.intervals[marks[role]:])
+    wakes = sum(
+        op == "wake" for role, policy in loop.policies.items() for op, _, _ in policy.ops.intervals[marks[role] :]
+    )
     assert wakes == loop.player.guard.switches - switches >= 2  # every engine switch is one timed wake
     if not metrics.get("loop/skipped"):
         assert ops["timing_s/ops/player/update"] > 0 and ops["timing_s/ops/player/log_prob"] > 0

@@ -35,8 +35,10 @@ def test_the_qwen_story_is_the_upstream_instruct_tokenizers_own():
         assert (MODELS[name].eos_token, MODELS[name].pad_token) == upstream
     # What the GGUF conversion gave before: tokenizer EOS <|endoftext|>, generation config <|im_end|>.
     tokenizer.eos_token = "<|endoftext|>"
-    model = SimpleNamespace(config=SimpleNamespace(eos_token_id=151643, pad_token_id=None, bos_token_id=151643),
-                            generation_config=GenerationConfig(eos_token_id=151645))
+    model = SimpleNamespace(
+        config=SimpleNamespace(eos_token_id=151643, pad_token_id=None, bos_token_id=151643),
+        generation_config=GenerationConfig(eos_token_id=151645),
+    )
     apply_chat_tokens(tokenizer, model, *chat_tokens(tokenizer))
     assert (tokenizer.eos_token_id, tokenizer.pad_token_id) == (151645, 151643)
     assert (model.config.eos_token_id, model.config.pad_token_id) == (151645, 151643)

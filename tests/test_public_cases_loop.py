@@ -8,7 +8,6 @@ the reason names the fault it had.
 from __future__ import annotations
 
 import json
-import math
 import random
 from collections import Counter
 from pathlib import Path
@@ -59,19 +58,33 @@ def test_legit_problems_are_accepted(text):
 @pytest.mark.parametrize(
     "text",
     [
-        pytest.param("A number is doubled and the result is 14. What is the number?",
-                     marks=bug("coach._LEAK matches 'the result is' inside an ordinary word problem")),
-        pytest.param("Each correct answer = 4 points and each wrong answer = -1 point. Ana answered 10 "
-                     "questions and scored 30. How many did she get right?",
-                     marks=bug("coach._LEAK matches 'answer =' used as a scoring rule")),
-        pytest.param("A chemist has a 20% acid solution: 3 liters. How many liters of pure acid must be added to get 50%?",
-                     marks=bug("coach._LEAK matches 'solution:' (a chemical solution)")),
-        pytest.param("What is 2+2? Please put your final answer within \\boxed{}.",
-                     marks=bug("coach._LEAK matches any '\\boxed', even the empty format instruction")),
-        pytest.param("The answer is a positive integer. Find n such that n^2 = 49.",
-                     marks=bug("coach._LEAK matches 'the answer is' stating a property, not a value")),
-        pytest.param("Factor $x^2 - 5x + 6$.", marks=bug("coach._QUESTION_WORDS lacks imperative verbs (factor): 'no_question'")),
-        pytest.param("Expand $(x+1)^3$.", marks=bug("coach._QUESTION_WORDS lacks imperative verbs (expand): 'no_question'")),
+        pytest.param(
+            "A number is doubled and the result is 14. What is the number?",
+            marks=bug("coach._LEAK matches 'the result is' inside an ordinary word problem"),
+        ),
+        pytest.param(
+            "Each correct answer = 4 points and each wrong answer = -1 point. Ana answered 10 "
+            "questions and scored 30. How many did she get right?",
+            marks=bug("coach._LEAK matches 'answer =' used as a scoring rule"),
+        ),
+        pytest.param(
+            "A chemist has a 20% acid solution: 3 liters. How many liters of pure acid must be added to get 50%?",
+            marks=bug("coach._LEAK matches 'solution:' (a chemical solution)"),
+        ),
+        pytest.param(
+            "What is 2+2? Please put your final answer within \\boxed{}.",
+            marks=bug("coach._LEAK matches any '\\boxed', even the empty format instruction"),
+        ),
+        pytest.param(
+            "The answer is a positive integer. Find n such that n^2 = 49.",
+            marks=bug("coach._LEAK matches 'the answer is' stating a property, not a value"),
+        ),
+        pytest.param(
+            "Factor $x^2 - 5x + 6$.", marks=bug("coach._QUESTION_WORDS lacks imperative verbs (factor): 'no_question'")
+        ),
+        pytest.param(
+            "Expand $(x+1)^3$.", marks=bug("coach._QUESTION_WORDS lacks imperative verbs (expand): 'no_question'")
+        ),
     ],
 )
 def test_legit_problems_with_trigger_words_are_accepted(text):
@@ -106,7 +119,9 @@ def test_answer_leaks_are_rejected(text):
         "Problem 1: What is 2+2?\nProblem 2: What is 3+3?",
         "1. What is 2+2?\n2. What is 3+3?",
         pytest.param("(a) What is 2+2? (b) What is 3+3?", marks=bug("coach._SEVERAL misses '(a) ... (b)' parts")),
-        pytest.param("1) What is 2+2? 2) What is 3+3?", marks=bug("coach._SEVERAL only sees '2.'/'2)' at a line start")),
+        pytest.param(
+            "1) What is 2+2? 2) What is 3+3?", marks=bug("coach._SEVERAL only sees '2.'/'2)' at a line start")
+        ),
     ],
 )
 def test_several_problems_are_rejected(text):
@@ -117,15 +132,21 @@ def test_truncated_and_empty_win_over_content_faults():
     # a leak in a truncated response is still "truncated": the order of checks is the documented one
     assert find_problem_fault("What is 2+2? Answer: 4", True, CoachSettings()) == "truncated"
     assert find_problem_fault(" \n\t", True, CoachSettings()) == "empty"
-    assert find_problem_fault("What is 1?" + " " * 5000, False, CoachSettings(max_problem_chars=20)) is None  # stripped length
+    assert (
+        find_problem_fault("What is 1?" + " " * 5000, False, CoachSettings(max_problem_chars=20)) is None
+    )  # stripped length
 
 
 # =========================================================================== F. near-duplicate Coach problems
 
 
 def test_numbers_changed_latex_problems_are_duplicates():
-    texts = ["Compute $\\binom{10}{3}$.", "Compute $\\binom{12}{5}$.", "  COMPUTE   $\\binom{7}{2}$. ",
-             "Find the remainder when $2^{100}$ is divided by $7$."]
+    texts = [
+        "Compute $\\binom{10}{3}$.",
+        "Compute $\\binom{12}{5}$.",
+        "  COMPUTE   $\\binom{7}{2}$. ",
+        "Find the remainder when $2^{100}$ is divided by $7$.",
+    ]
     problems = [Problem(t, i) for i, t in enumerate(texts)]
     mark_duplicates(problems, 0.9)
     assert [p.reject_reason for p in problems] == [None, "duplicate", "duplicate", None]
@@ -151,18 +172,28 @@ def test_duplicate_detection_off_at_one():
     ("n", "agreeing", "reason"),
     [
         # n = 5: band [0.2·5, 0.8·5] = [1, 4]
-        (5, 1, None), (5, 4, None), (5, 5, "above_band"),
+        (5, 1, None),
+        (5, 4, None),
+        (5, 5, "above_band"),
         # n = 16: [ceil 3.2, floor 12.8] = [4, 12] (released: 4 to 12 of 16)
-        (16, 3, "below_band"), (16, 4, None), (16, 12, None), (16, 13, "above_band"),
+        (16, 3, "below_band"),
+        (16, 4, None),
+        (16, 12, None),
+        (16, 13, "above_band"),
         # n = 10: [2, 8] exactly, no float drift
-        (10, 1, "below_band"), (10, 2, None), (10, 8, None), (10, 9, "above_band"),
+        (10, 1, "below_band"),
+        (10, 2, None),
+        (10, 8, None),
+        (10, 9, "above_band"),
     ],
 )
 def test_band_boundaries_on_counts(n, agreeing, reason):
     assert decide("7", agreeing, n, FilterSettings(), tie=False) == reason
 
 
-@pytest.mark.parametrize(("low", "high", "n", "band"), [(0.35, 0.85, 20, (7, 17)), (0.15, 0.8, 20, (3, 16)), (0.3, 0.7, 10, (3, 7))])
+@pytest.mark.parametrize(
+    ("low", "high", "n", "band"), [(0.35, 0.85, 20, (7, 17)), (0.15, 0.8, 20, (3, 16)), (0.3, 0.7, 10, (3, 7))]
+)
 def test_count_band_is_exact_where_floats_drift(low, high, n, band):
     # 0.35·20 = 7.000000000000001 and 0.15·20 = 3.0000000000000004 in floats: ceil would give 8 and 4
     assert FilterSettings(band_low=low, band_high=high).count_band(n) == band
@@ -212,7 +243,9 @@ def test_truncated_rollouts_cannot_create_or_break_a_majority():
     assert outcome.pseudo_label == "12" and outcome.pass_rate == pytest.approx(5 / 8)
     assert outcome.agrees == [True] * 5 + [False] * 3
     # 3 "7" and 3 "5" finished, 2 truncated "7": still a tie, truncated rollouts never break it
-    tie = assign_pseudo_labels(boxed(["7"] * 3 + ["5"] * 3 + ["7"] * 2), [False] * 6 + [True] * 2, 8, FilterSettings())[0]
+    tie = assign_pseudo_labels(boxed(["7"] * 3 + ["5"] * 3 + ["7"] * 2), [False] * 6 + [True] * 2, 8, FilterSettings())[
+        0
+    ]
     assert tie.pseudo_label is None and tie.drop_reason == "tie"
     # a truncated rollout whose answer equals the label gets no credit (reward 0)
     same = assign_pseudo_labels(boxed(["4"] * 4 + ["1", "2", "3", "4"]), [False] * 7 + [True], 8, FilterSettings())[0]
@@ -324,8 +357,9 @@ def write_jsonl(path: Path, rows) -> Path:
 
 
 def test_validation_set_blank_lines_and_explicit_ids(tmp_path):
-    path = write_jsonl(tmp_path / "v.jsonl", [{"problem": "p0", "answer": "1", "id": "a"}, "", "   ",
-                                              {"problem": "p1", "answer": 2}])
+    path = write_jsonl(
+        tmp_path / "v.jsonl", [{"problem": "p0", "answer": "1", "id": "a"}, "", "   ", {"problem": "p1", "answer": 2}]
+    )
     loaded = load_validation_set(ValidationSettings(dataset=str(path), size=None))
     assert loaded.problems == ["p0", "p1"] and loaded.answers == ["1", "2"] and loaded.ids[0] == "a"
 
@@ -387,12 +421,16 @@ class FakePlayer:
         return ["so \\boxed{142}"] * batch.rows, [False] * batch.rows
 
 
-@pytest.mark.parametrize("system_prompt", [None, "Please reason step by step, and put your final answer within \\boxed{}."])
+@pytest.mark.parametrize(
+    "system_prompt", [None, "Please reason step by step, and put your final answer within \\boxed{}."]
+)
 def test_training_and_validation_render_the_same_prompt(system_prompt):
     problem = "What is $7 \\cdot 20 + 2$?"
     player = FakePlayer()
     _, outcomes = roll_out_and_filter(player, [problem], 4, FilterSettings(enabled=False), system_prompt)
-    result = measure_accuracy(player, ValidationSet("amc", ["amc-0"], [problem], ["142"]), ValidationSettings(), system_prompt)
+    result = measure_accuracy(
+        player, ValidationSet("amc", ["amc-0"], [problem], ["142"]), ValidationSettings(), system_prompt
+    )
     assert player.prompts[0] == player.prompts[1] == [player_prompt(problem, system_prompt)]
     assert outcomes[0].pseudo_label == "142" and result.accuracy == 1.0
 
@@ -422,7 +460,9 @@ def test_settings_reject_unknown_keys_and_wrong_types(groups, key):
         load_settings(settings_cfg(**groups))
 
 
-@bug("settings: a band holding no integer count for player.n (0.3-0.35 of 8 → counts [3, 2]) is accepted; every group is then dropped and every step skipped")
+@bug(
+    "settings: a band holding no integer count for player.n (0.3-0.35 of 8 → counts [3, 2]) is accepted; every group is then dropped and every step skipped"
+)
 def test_band_without_any_count_for_n_is_rejected():
     with pytest.raises(ConfigError, match=r"filter\.band"):
         load_settings(settings_cfg(filter={"band_low": 0.3, "band_high": 0.35}, player={"n": 8}))
@@ -436,7 +476,9 @@ def test_shipped_qwen_presets_fit_the_4096_token_context():
         for policy in ("coach", "player"):
             assert cfg.data.max_prompt_length + cfg[policy].verl.rollout.response_length <= 4096, (preset, policy)
         # Token-mean loss: the recorded mode is the release's (tests/test_presets.py)
-        assert cfg.actor_rollout_ref.actor.loss_agg_mode == {"paper_qwen_1p5b": "token-mean"}.get(preset, "seq-mean-token-mean")
+        assert cfg.actor_rollout_ref.actor.loss_agg_mode == {"paper_qwen_1p5b": "token-mean"}.get(
+            preset, "seq-mean-token-mean"
+        )
 
 
 # =========================================================================== checkpoints (a resume that loses state)
@@ -466,14 +508,21 @@ class FakePolicy:
 def loop_state(step: int, coach: FakePolicy, player: FakePolicy) -> dict:
     return {
         "step": step,
-        "policies": {name: {"global_steps": p.global_steps, "generation_calls": p.generation_calls}
-                     for name, p in (("coach", coach), ("player", player))},
+        "policies": {
+            name: {"global_steps": p.global_steps, "generation_calls": p.generation_calls}
+            for name, p in (("coach", coach), ("player", player))
+        },
     }
 
 
 def save(root, step, coach, player):
-    return checkpoint.save_checkpoint(root, step, {"coach": coach, "player": player}, loop_state(step, coach, player),
-                                      OmegaConf.create({"step": step}))
+    return checkpoint.save_checkpoint(
+        root,
+        step,
+        {"coach": coach, "player": player},
+        loop_state(step, coach, player),
+        OmegaConf.create({"step": step}),
+    )
 
 
 def test_checkpoint_round_trip_restores_both_policies_and_rng(tmp_path):
@@ -510,7 +559,9 @@ def test_second_save_of_a_step_replaces_the_first(tmp_path):
     save(tmp_path, 4, FakePolicy(1.0), FakePolicy(1.0))
     save(tmp_path, 4, FakePolicy(5.0), FakePolicy(6.0))
     player = FakePolicy(0.0)
-    checkpoint.load_checkpoint(checkpoint.find_latest_checkpoint(tmp_path), {"coach": FakePolicy(0.0), "player": player})
+    checkpoint.load_checkpoint(
+        checkpoint.find_latest_checkpoint(tmp_path), {"coach": FakePolicy(0.0), "player": player}
+    )
     assert player.weight == 6.0
 
 
@@ -521,8 +572,10 @@ def test_tracker_naming_a_missing_folder_fails_loudly(tmp_path):
     assert checkpoint.find_latest_checkpoint(tmp_path / "nowhere") is None
 
 
-@bug("checkpoint.save_checkpoint: re-saving step N rmtree()s global_step_N before the rename; a kill in between "
-     "leaves the tracker naming a missing folder, so resume raises instead of loading the previous step-N checkpoint")
+@bug(
+    "checkpoint.save_checkpoint: re-saving step N rmtree()s global_step_N before the rename; a kill in between "
+    "leaves the tracker naming a missing folder, so resume raises instead of loading the previous step-N checkpoint"
+)
 def test_kill_while_replacing_a_checkpoint_of_the_same_step_keeps_one(tmp_path, monkeypatch):
     save(tmp_path, 3, FakePolicy(1.0), FakePolicy(1.0))
     real_replace = checkpoint.os.replace
@@ -544,11 +597,19 @@ def test_checkpoint_retention_keeps_the_newest_and_never_the_tracked_one(tmp_pat
     """trainer.max_actor_ckpt_to_keep: a 999-step run saving every 10 steps at ~37 GB a checkpoint
     fills any disk; keep=2 leaves the two newest, and the loop's own save passes the key through."""
     for step in (10, 20, 30):
-        checkpoint.save_checkpoint(tmp_path, step, {"coach": FakePolicy(1.0), "player": FakePolicy(float(step))},
-                                   loop_state(step, FakePolicy(1.0), FakePolicy(1.0)), OmegaConf.create({}), keep=2)
+        checkpoint.save_checkpoint(
+            tmp_path,
+            step,
+            {"coach": FakePolicy(1.0), "player": FakePolicy(float(step))},
+            loop_state(step, FakePolicy(1.0), FakePolicy(1.0)),
+            OmegaConf.create({}),
+            keep=2,
+        )
     assert sorted(p.name for p in tmp_path.glob("global_step_*")) == ["global_step_20", "global_step_30"]
     player = FakePolicy(0.0)
-    checkpoint.load_checkpoint(checkpoint.find_latest_checkpoint(tmp_path), {"coach": FakePolicy(0.0), "player": player})
+    checkpoint.load_checkpoint(
+        checkpoint.find_latest_checkpoint(tmp_path), {"coach": FakePolicy(0.0), "player": player}
+    )
     assert player.weight == 30.0
     (tmp_path / checkpoint.TRACKER_FILE).write_text("20")  # a resumed run whose latest is the older folder
     assert checkpoint.prune_checkpoints(tmp_path, 1) == []  # step 20 is tracked, step 30 is the newest
@@ -561,8 +622,16 @@ def test_checkpoint_retention_keeps_the_newest_and_never_the_tracked_one(tmp_pat
 
 @pytest.mark.parametrize(
     ("text", "answer"),
-    [("What is 3 - 5?", "-2"), ("What is 1+1?", "2"), ("What is 007 * 2?", "14"), ("What is 2 ** 3?", None),
-     ("What is 2 * -3?", None), ("what is 2 + 2?", None), ("What is 1234567 + 1?", None), ("What is 2 + 2?\n", "4")],
+    [
+        ("What is 3 - 5?", "-2"),
+        ("What is 1+1?", "2"),
+        ("What is 007 * 2?", "14"),
+        ("What is 2 ** 3?", None),
+        ("What is 2 * -3?", None),
+        ("what is 2 + 2?", None),
+        ("What is 1234567 + 1?", None),
+        ("What is 2 + 2?\n", "4"),
+    ],
 )
 def test_toy_solve(text, answer):
     assert solve(text) == answer

@@ -69,7 +69,7 @@ def parse_readme(text: str) -> list[Block]:
         end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), None)
         if end is None:
             raise ValueError(f"README line {start + 1}: unclosed code block")
-        block = Block(line=start + 1, info=info, lines=lines[start + 1:end])
+        block = Block(line=start + 1, info=info, lines=lines[start + 1 : end])
         above = next((lines[j].strip() for j in range(start - 1, -1, -1) if lines[j].strip()), "")
         match = MARKER.match(above)
         if match:
@@ -80,8 +80,10 @@ def parse_readme(text: str) -> list[Block]:
             elif block.marker == "check-output":
                 block.check_output = True
             else:
-                raise ValueError(f"README line {start + 1}: marker {above!r} is neither "
-                                 "'skip — REASON', 'skip \"PREFIX\" — REASON' nor 'check-output'")
+                raise ValueError(
+                    f"README line {start + 1}: marker {above!r} is neither "
+                    "'skip — REASON', 'skip \"PREFIX\" — REASON' nor 'check-output'"
+                )
         blocks.append(block)
         i = end + 1
     return blocks
@@ -130,21 +132,46 @@ def test_every_block_is_fenced_as_bash_or_text_and_every_skip_says_why():
         if block.skip_reason:
             assert len(block.skip_reason) > 10, f"README line {block.line}: say why the block is skipped"
         if block.skip_prefix:
-            assert any(ln.lstrip().startswith(block.skip_prefix) for ln in block.lines), \
+            assert any(ln.lstrip().startswith(block.skip_prefix) for ln in block.lines), (
                 f"README line {block.line}: no line starts with {block.skip_prefix!r}"
+            )
     # The install and the test command are CI's own steps: they stay out of this run, and they are there.
-    skipped = "\n".join(ln for b in BLOCKS if b.info == "bash" for ln in b.lines
-                         if not runnable(b) or (b.skip_prefix and ln.lstrip().startswith(b.skip_prefix)))
+    skipped = "\n".join(
+        ln
+        for b in BLOCKS
+        if b.info == "bash"
+        for ln in b.lines
+        if not runnable(b) or (b.skip_prefix and ln.lstrip().startswith(b.skip_prefix))
+    )
     assert "bash scripts/install.sh" in skipped and "python -m pytest -q" in skipped
-    assert any("python -m cpmobius.main" in script_of(b) for b in RUNNABLE), "the default run is not among the runnable blocks"
+    assert any("python -m cpmobius.main" in script_of(b) for b in RUNNABLE), (
+        "the default run is not among the runnable blocks"
+    )
 
 
 def test_parser_reads_the_three_markers():
-    text = "\n".join([
-        "<!-- readme-test: skip — needs GPUs -->", "```bash", "nvidia-smi", "```", "",
-        '<!-- readme-test: skip "python -m pytest" — CI runs the tests -->', "```bash", "echo a", "python -m pytest -q", "```",
-        "<!-- readme-test: check-output -->", "```bash", "echo hi", "# hi", "```", "```text", "out", "```",
-    ])
+    text = "\n".join(
+        [
+            "<!-- readme-test: skip — needs GPUs -->",
+            "```bash",
+            "nvidia-smi",
+            "```",
+            "",
+            '<!-- readme-test: skip "python -m pytest" — CI runs the tests -->',
+            "```bash",
+            "echo a",
+            "python -m pytest -q",
+            "```",
+            "<!-- readme-test: check-output -->",
+            "```bash",
+            "echo hi",
+            "# hi",
+            "```",
+            "```text",
+            "out",
+            "```",
+        ]
+    )
     gpu, partial, checked, output = parse_readme(text)
     assert (gpu.skip_reason, runnable(gpu)) == ("needs GPUs", False)
     assert runnable(partial) and script_of(partial) == "echo a\n"
@@ -163,10 +190,23 @@ def _tracked_files() -> list[str]:
         out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True, timeout=60).stdout
         return [p for p in out.decode().split("\0") if p and (REPO / p).is_file()]
     except (OSError, subprocess.SubprocessError):
-        ignored = {".git", ".venv", "outputs", "runs", "checkpoints", "tensorboard_log", "wandb", "build",
-                   "__pycache__", ".pytest_cache"}
-        return [str(p.relative_to(REPO)) for p in REPO.rglob("*")
-                if p.is_file() and not ignored & set(p.relative_to(REPO).parts) and not p.name.endswith(".pyc")]
+        ignored = {
+            ".git",
+            ".venv",
+            "outputs",
+            "runs",
+            "checkpoints",
+            "tensorboard_log",
+            "wandb",
+            "build",
+            "__pycache__",
+            ".pytest_cache",
+        }
+        return [
+            str(p.relative_to(REPO))
+            for p in REPO.rglob("*")
+            if p.is_file() and not ignored & set(p.relative_to(REPO).parts) and not p.name.endswith(".pyc")
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -179,18 +219,28 @@ def fresh_clone(tmp_path_factory) -> tuple[Path, dict[str, str]]:
         shutil.copy2(REPO / rel, clone / rel)
     assert not (clone.parent / "shared").exists()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CPMOBIUS_", "PYTEST_"))}
-    env.update({
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        "PYTHONPATH": str(clone),
-        "CPMOBIUS_CACHE": str(root / "model_cache"),  # empty: the toy models are pretrained as on a first run
-        "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-    })
+    env.update(
+        {
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+            "PYTHONPATH": str(clone),
+            "CPMOBIUS_CACHE": str(root / "model_cache"),  # empty: the toy models are pretrained as on a first run
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+    )
     return clone, env
 
 
 def _run(command: str, clone: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], cwd=clone, env=env, text=True,
-                          capture_output=True, timeout=BLOCK_TIMEOUT_S)
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", command],
+        cwd=clone,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=BLOCK_TIMEOUT_S,
+    )
 
 
 @pytest.mark.slow
@@ -205,6 +255,7 @@ def test_readme_block_runs_from_a_fresh_clone(block, fresh_clone):
             assert result.stdout.strip() == expected.strip(), f"README line {block.line}: {command}"
     else:
         result = _run(script_of(block), clone, env)
-        assert result.returncode == 0, (f"README line {block.line} exited {result.returncode}:\n"
-                                        f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+        assert result.returncode == 0, (
+            f"README line {block.line} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+        )
     print(f"README line {block.line}: {time.monotonic() - start:.0f} s")

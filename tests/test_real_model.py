@@ -56,18 +56,28 @@ def test_tokenizer_chat_template_stop_tokens_and_prompt_lengths(smollm2, one_eos
     tokenizer = AutoTokenizer.from_pretrained(smollm2)
     assert stop_token_ids(tokenizer, GenerationConfig.from_pretrained(smollm2)) == (0, 2)
     cfg = compose_config([f"model={PRESET}"])
-    rendered = tokenizer.apply_chat_template(coach_prompt(cfg.coach.instruction), tokenize=False, add_generation_prompt=True)
+    rendered = tokenizer.apply_chat_template(
+        coach_prompt(cfg.coach.instruction), tokenize=False, add_generation_prompt=True
+    )
     # SmolLM2's template adds its own system turn when there is none.
-    assert rendered == ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
-                        f"<|im_start|>user\n{cfg.coach.instruction}<|im_end|>\n<|im_start|>assistant\n")
-    coach_tokens = len(tokenizer.apply_chat_template(coach_prompt(cfg.coach.instruction), add_generation_prompt=True,
-                                                     tokenize=True, return_dict=False))
+    assert rendered == (
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+        f"<|im_start|>user\n{cfg.coach.instruction}<|im_end|>\n<|im_start|>assistant\n"
+    )
+    coach_tokens = len(
+        tokenizer.apply_chat_template(
+            coach_prompt(cfg.coach.instruction), add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+    )
     assert 20 < coach_tokens < 60
     # The preset's prompt length holds a Player prompt of a long Coach problem (the validator's
     # max_problem_chars=2000 of ordinary English is ~450 tokens: longer ones are rejected as prompt_too_long).
     problem = "A farmer has 12 cows and buys 7 more. How many cows does he have now? " * 3
-    player_tokens = len(tokenizer.apply_chat_template(player_prompt(problem), add_generation_prompt=True,
-                                                      tokenize=True, return_dict=False))
+    player_tokens = len(
+        tokenizer.apply_chat_template(
+            player_prompt(problem), add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+    )
     assert player_tokens <= cfg.data.max_prompt_length
     # Truncation is read from the last token: a response ending at <|im_end|> or <|endoftext|> is complete.
     assert tokenizer.decode([eos, pad], skip_special_tokens=True) == ""
@@ -103,10 +113,19 @@ class StandIns:
 
         outcomes = self.real_vote(texts, truncated, n, settings, mode)
         self.voted += outcomes
-        return [o if o.pseudo_label is not None else
-                GroupOutcome(pseudo_label="stand-in", pass_rate=1 / n, agrees=[True] + [False] * (n - 1),
-                             truncated=o.truncated, kept=True, drop_reason=None)
-                for o in outcomes]
+        return [
+            o
+            if o.pseudo_label is not None
+            else GroupOutcome(
+                pseudo_label="stand-in",
+                pass_rate=1 / n,
+                agrees=[True] + [False] * (n - 1),
+                truncated=o.truncated,
+                kept=True,
+                drop_reason=None,
+            )
+            for o in outcomes
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -118,14 +137,25 @@ def loop(smollm2, tmp_path_factory):
     from cpmobius.engine.config import compose_config
     from cpmobius.main import build_loop
 
-    cfg = compose_config([
-        f"model={PRESET}", "backend=cpu",
-        f"model.player_path={smollm2}", f"model.coach_path={smollm2}",
-        f"trainer.default_local_dir={tmp_path_factory.mktemp('run')}", "trainer.logger=[]",
-        "data.max_prompt_length=192", "data.max_response_length=32",
-        "player.n=2", "filter.quota=1", "filter.oversample=3", "filter.max_attempts=1",
-        "filter.band_low=0.0", "filter.band_high=1.0", "validation.size=2",
-    ])
+    cfg = compose_config(
+        [
+            f"model={PRESET}",
+            "backend=cpu",
+            f"model.player_path={smollm2}",
+            f"model.coach_path={smollm2}",
+            f"trainer.default_local_dir={tmp_path_factory.mktemp('run')}",
+            "trainer.logger=[]",
+            "data.max_prompt_length=192",
+            "data.max_response_length=32",
+            "player.n=2",
+            "filter.quota=1",
+            "filter.oversample=3",
+            "filter.max_attempts=1",
+            "filter.band_low=0.0",
+            "filter.band_high=1.0",
+            "validation.size=2",
+        ]
+    )
     stand_ins = StandIns(loop_module.propose_problems, difficulty_filter.assign_pseudo_labels)
     patch = pytest.MonkeyPatch()
     patch.setattr(loop_module, "propose_problems", stand_ins.propose)
@@ -148,7 +178,14 @@ def test_one_step_on_the_real_model(loop):
     assert metrics["coach/candidates"] == len(proposed) == 3 and all(text or reason for text, reason in proposed)
     assert len(voted) >= 1 and all(len(o.agrees) == 2 for o in voted)
     assert not metrics.get("loop/skipped"), metrics
-    assert loop.stage_sequence(mark) == ["coach", "difficulty_filter", "player_update", "validation", "coach_update", "rollback"]
+    assert loop.stage_sequence(mark) == [
+        "coach",
+        "difficulty_filter",
+        "player_update",
+        "validation",
+        "coach_update",
+        "rollback",
+    ]
     assert metrics["filter/kept"] == 1 and {"player/actor/pg_loss", "player/actor/kl_loss"} <= set(metrics)
     assert 0.0 <= metrics["val/accuracy"] <= 1.0
     assert metrics["coach/updated"] == float(metrics["val/delta_t"] != 0.0)
@@ -159,7 +196,10 @@ def test_one_step_on_the_real_model(loop):
 def test_the_engines_stop_at_the_real_end_of_turn(loop):
     from cpmobius.prompts import coach_prompt, player_prompt
 
-    for policy, prompt in ((loop.coach, coach_prompt(loop.settings.coach.instruction)), (loop.player, player_prompt("What is 3 + 4?"))):
+    for policy, prompt in (
+        (loop.coach, coach_prompt(loop.settings.coach.instruction)),
+        (loop.player, player_prompt("What is 3 + 4?")),
+    ):
         policy.activate()
         batch = policy.generate([prompt], n=2)
         texts, truncated = policy.decode_responses(batch)
@@ -173,8 +213,15 @@ def test_the_engines_stop_at_the_real_end_of_turn(loop):
             assert len(ids) == limit or not truncated[row]
             assert "<|im_end|>" not in texts[row] and "<|im_start|>" not in texts[row]
         counted = policy.count_prompt_tokens([prompt])[0]
-        assert counted == len(policy.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True,
-                                                                   return_dict=False)) <= policy.max_prompt_tokens
+        assert (
+            counted
+            == len(
+                policy.tokenizer.apply_chat_template(
+                    prompt, add_generation_prompt=True, tokenize=True, return_dict=False
+                )
+            )
+            <= policy.max_prompt_tokens
+        )
 
 
 # ------------------------------------------------------------------ (b) the evaluation CLI
@@ -183,9 +230,32 @@ def test_the_engines_stop_at_the_real_end_of_turn(loop):
 def test_the_evaluation_cli_on_the_demo_benchmark(smollm2, tmp_path):
     out = tmp_path / "eval"
     done = subprocess.run(
-        [sys.executable, "-m", "cpmobius.eval", "--model", str(smollm2), "--label", "smollm2", "--benchmarks", "demo",
-         "--limit", "2", "--greedy", "--max-new-tokens", "24", "--backend", "hf", "--device", "cpu", "--out", str(out)],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "cpmobius.eval",
+            "--model",
+            str(smollm2),
+            "--label",
+            "smollm2",
+            "--benchmarks",
+            "demo",
+            "--limit",
+            "2",
+            "--greedy",
+            "--max-new-tokens",
+            "24",
+            "--backend",
+            "hf",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     completions = [json.loads(line) for line in (out / "smollm2" / "completions.jsonl").read_text().splitlines()]
     assert [c["problem_id"] for c in completions] == ["demo-0", "demo-1"]

@@ -21,7 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def command(out_dir: Path, model_cache: Path) -> list[str]:
     return [
-        sys.executable, "-m", "cpmobius.main",
+        sys.executable,
+        "-m",
+        "cpmobius.main",
         f"model.cache_dir={model_cache}",
         f"trainer.default_local_dir={out_dir}",
         "trainer.total_training_steps=3",
@@ -52,7 +54,8 @@ def final_state(out_dir: Path) -> tuple[dict, dict]:
     step_dir = out_dir / "global_step_3"
     state = json.loads((step_dir / "loop_state.json").read_text())
     weights = {
-        name: torch.load(step_dir / name / "model_world_size_1_rank_0.pt", weights_only=False) for name in ("coach", "player")
+        name: torch.load(step_dir / name / "model_world_size_1_rank_0.pt", weights_only=False)
+        for name in ("coach", "player")
     }
     return state, weights
 
@@ -62,10 +65,14 @@ def test_sigkill_mid_step_then_resume_matches_an_uninterrupted_run(tmp_path, mod
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    done = subprocess.run(command(straight, model_cache), cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        command(straight, model_cache), cwd=REPO, env=env, capture_output=True, text=True, timeout=900
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
-    process = subprocess.Popen(command(killed, model_cache), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command(killed, model_cache), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     tracker = killed / "latest_checkpointed_iteration.txt"
     deadline = time.monotonic() + 600
     while not (tracker.exists() and tracker.read_text().strip() == "1"):
@@ -75,14 +82,18 @@ def test_sigkill_mid_step_then_resume_matches_an_uninterrupted_run(tmp_path, mod
     kill_tree(process)  # during step 2, right after checkpoint 1
     assert tracker.read_text().strip() == "1"
 
-    resumed = subprocess.run(command(killed, model_cache), cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    resumed = subprocess.run(
+        command(killed, model_cache), cwd=REPO, env=env, capture_output=True, text=True, timeout=900
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout and "at step 1" in resumed.stdout
 
     state_a, weights_a = final_state(straight)
     state_b, weights_b = final_state(killed)
     for key in ("step", "delta_t_history", "filter_totals", "policies", "delta_tracker"):
-        assert state_a[key] == pytest.approx(state_b[key]) if key == "delta_t_history" else state_a[key] == state_b[key], key
+        assert (
+            state_a[key] == pytest.approx(state_b[key]) if key == "delta_t_history" else state_a[key] == state_b[key]
+        ), key
     for name in ("coach", "player"):
         for param, tensor in weights_a[name].items():
             other = weights_b[name][param]

@@ -65,13 +65,31 @@ def _ones(rows: int):
 
 
 def make_loop(tmp_path, weights: list[float], noise: dict[int, float] | None = None, patience: int = 2):
-    cfg = OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path), "total_training_steps": len(weights),
-                                        "save_freq": 0, "resume_mode": "disable"}})
-    settings = load_settings(OmegaConf.create({
-        "coach": {}, "filter": {}, "validation": {"greedy": True},
-        # the scripted Player has no tokenizer: its prompts carry no answer-format instruction
-        "player": {"n": 4, "answer_format": "template", "rollback": {"enabled": True, "patience": patience, "begin_step": 0}},
-    }))
+    cfg = OmegaConf.create(
+        {
+            "trainer": {
+                "default_local_dir": str(tmp_path),
+                "total_training_steps": len(weights),
+                "save_freq": 0,
+                "resume_mode": "disable",
+            }
+        }
+    )
+    settings = load_settings(
+        OmegaConf.create(
+            {
+                "coach": {},
+                "filter": {},
+                "validation": {"greedy": True},
+                # the scripted Player has no tokenizer: its prompts carry no answer-format instruction
+                "player": {
+                    "n": 4,
+                    "answer_format": "template",
+                    "rollback": {"enabled": True, "patience": patience, "begin_step": 0},
+                },
+            }
+        )
+    )
     player = ScriptedPlayer(0.5)
     coach = ScriptedPlayer(0.0)
     val_set = ValidationSet("v", [str(i) for i in range(PROBLEMS)], ["q?"] * PROBLEMS, ["1"] * PROBLEMS)

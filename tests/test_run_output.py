@@ -24,9 +24,15 @@ def test_driver_drops_only_the_named_notices(caplog):
     quiet_driver()  # idempotent: one filter per logger
     assert sum(isinstance(f, DropMessages) for f in logging.getLogger(TORCH_FX_LOGGER).filters) == 1
     with caplog.at_level(logging.INFO):
-        logging.getLogger(RAY_TOKEN_AUTH_LOGGER).warning("Token authentication is enabled for this Ray cluster. Set ...")
-        logging.getLogger(RAY_TOKEN_AUTH_LOGGER).warning("Token authentication is disabled for this Ray cluster. Anyone ...")
-        logging.getLogger(TORCH_FX_LOGGER).warning("is_fx_tracing will return true for both fx.symbolic_trace and torch.export.")
+        logging.getLogger(RAY_TOKEN_AUTH_LOGGER).warning(
+            "Token authentication is enabled for this Ray cluster. Set ..."
+        )
+        logging.getLogger(RAY_TOKEN_AUTH_LOGGER).warning(
+            "Token authentication is disabled for this Ray cluster. Anyone ..."
+        )
+        logging.getLogger(TORCH_FX_LOGGER).warning(
+            "is_fx_tracing will return true for both fx.symbolic_trace and torch.export."
+        )
         logging.getLogger(TORCH_FX_LOGGER).warning("another torch.fx warning")
         logging.getLogger(VERL_PLATFORM_LOGGER).info("Platform override from VERL_PLATFORM: %s", "cpu")
         logging.getLogger(VERL_PLATFORM_LOGGER).warning("Platform 'cpu' detection failed")
@@ -55,8 +61,11 @@ def test_cpu_platform_skips_numa_pinning(monkeypatch):
     from cpmobius.engine import cpu_platform
 
     monkeypatch.setattr(cpu_platform, "is_cpu_platform", lambda: True)
-    for module, name in ((engine_workers, "initialize_global_process_group_ray"), (engine_workers, "set_numa_affinity"),
-                         (transformer_impl, "CPUOffloadPolicy")):
+    for module, name in (
+        (engine_workers, "initialize_global_process_group_ray"),
+        (engine_workers, "set_numa_affinity"),
+        (transformer_impl, "CPUOffloadPolicy"),
+    ):
         monkeypatch.setattr(module, name, getattr(module, name))  # the fixes' rebindings are undone after the test
     assert cpu_platform.install_cpu_engine_fixes()
     assert engine_workers.set_numa_affinity() is None  # no libnuma / NVML call, no "Failed to set NUMA affinity"
@@ -113,7 +122,12 @@ def test_a_failing_coach_ready_stops_the_players_pretraining(tmp_path):
 
     start = time.monotonic()
     with pytest.raises(OSError, match="warm-up data missing"):
-        materialize_toy_models(tmp_path / "coach", tmp_path / "player", "Generate a valid math problem.",
-                               pretrain_spec=spec, coach_ready=ready)
+        materialize_toy_models(
+            tmp_path / "coach",
+            tmp_path / "player",
+            "Generate a valid math problem.",
+            pretrain_spec=spec,
+            coach_ready=ready,
+        )
     assert time.monotonic() - start < 120
     assert not (tmp_path / "player").exists()

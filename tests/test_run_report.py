@@ -10,16 +10,35 @@ from cpmobius import run_report
 def write_run(root):
     rows = [
         {"step": 0, "data": {"val/accuracy": 0.25, "timing_s/validation": 3.0}},
-        {"step": 1, "data": {"val/accuracy": 0.5, "val/delta_t": 0.25, "filter/kept": 1, "filter/quota": 2,
-                             "filter/attempts": 3, "coach/valid_frac": 0.5, "coach/rejected/chatter": 2,
-                             "coach/rejected/refusal": 1, "coach/rejected/empty": 0, "timing_s/step": 9.5}},
+        {
+            "step": 1,
+            "data": {
+                "val/accuracy": 0.5,
+                "val/delta_t": 0.25,
+                "filter/kept": 1,
+                "filter/quota": 2,
+                "filter/attempts": 3,
+                "coach/valid_frac": 0.5,
+                "coach/rejected/chatter": 2,
+                "coach/rejected/refusal": 1,
+                "coach/rejected/empty": 0,
+                "timing_s/step": 9.5,
+            },
+        },
         {"step": 1, "data": {"val/accuracy": 0.375, "val/delta_t": 0.125}},  # a resumed run logs step 1 again
     ]
     (root / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     (root / "problems").mkdir()
     archive = [
-        {"step": 1, "text": "What is 2 | 3?", "valid": True, "kept": True, "pass_rate": 0.5, "pseudo_label": "5",
-         "pseudo_label_correct": True},
+        {
+            "step": 1,
+            "text": "What is 2 | 3?",
+            "valid": True,
+            "kept": True,
+            "pass_rate": 0.5,
+            "pseudo_label": "5",
+            "pseudo_label_correct": True,
+        },
         {"step": 1, "text": "Sure!", "valid": False, "reject_reason": "chatter", "kept": False},
         {"step": 1, "text": "I'm sorry", "valid": False, "reject_reason": "refusal", "kept": False},
         {"step": 1, "text": "Hi", "valid": False, "reject_reason": "chatter", "kept": False},
@@ -53,7 +72,11 @@ def test_a_resumed_run_reports_the_steps_of_its_earlier_launches(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 2, "data": {"val/accuracy": 0.625}}) + "\n")
     steps = run_report.read_metrics(tmp_path)
     assert list(steps) == [0, 1, 2] and steps[1]["val/accuracy"] == 0.375 and steps[2]["val/accuracy"] == 0.625
-    rows = [line.split(" | ")[1] for line in run_report.render(tmp_path).splitlines() if line[:4] in ("| 0 ", "| 1 ", "| 2 ")]
+    rows = [
+        line.split(" | ")[1]
+        for line in run_report.render(tmp_path).splitlines()
+        if line[:4] in ("| 0 ", "| 1 ", "| 2 ")
+    ]
     assert rows[:3] == ["0.250", "0.375", "0.625"]
 
 

@@ -21,7 +21,9 @@ ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.envi
 
 
 def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(REPO / "scripts" / name), *args], capture_output=True, text=True, timeout=300, env=ENV)
+    return subprocess.run(
+        ["bash", str(REPO / "scripts" / name), *args], capture_output=True, text=True, timeout=300, env=ENV
+    )
 
 
 @pytest.mark.parametrize(("script", "experiment"), sorted(SCRIPTS.items()))
@@ -52,5 +54,7 @@ def test_zero_template_renders_the_released_player_prompt(model_cache):
     cfg = compose_config(["experiment=released_octothinker_3b"])
     tokenizer = build_char_tokenizer()
     tokenizer.chat_template = policy_config(cfg, "player").actor_rollout_ref.model.custom_chat_template
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 + 2?"}], add_generation_prompt=True, tokenize=False)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 2 + 2?"}], add_generation_prompt=True, tokenize=False
+    )
     assert text.endswith("\\boxed{}.\n\nUser: What is 2 + 2?.\nAssistant: Let me solve this step by step.")

@@ -47,8 +47,14 @@ def test_problem_faults(text, truncated, reason):
 
 def test_near_duplicates_are_dropped():
     base = "A bag has {} red and {} blue marbles. Two marbles are drawn without replacement. What is the probability that both are red?"
-    paraphrases = [base.format(3, 5), base.format(4, 6), base.format(2, 7), base.format(3, 5),
-                   base.format(5, 5).replace("Two marbles", "Two balls"), base.format(1, 9).replace("both", "both of them")]
+    paraphrases = [
+        base.format(3, 5),
+        base.format(4, 6),
+        base.format(2, 7),
+        base.format(3, 5),
+        base.format(5, 5).replace("Two marbles", "Two balls"),
+        base.format(1, 9).replace("both", "both of them"),
+    ]
     distinct = ["What is the sum of the first 10 positive integers?", "Find the remainder when 2^10 is divided by 7."]
     problems = [Problem(text, i) for i, text in enumerate(paraphrases + distinct)]
     mark_duplicates(problems, similarity=0.9)
@@ -200,7 +206,6 @@ def test_toy_validation_set_is_deterministic():
     assert loaded.problems == [p.text for p in first] and len(loaded) == 16
 
 
-
 def test_validation_set_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match="validation.dataset"):
         load_validation_set(ValidationSettings(dataset=str(tmp_path / "missing.jsonl")))
@@ -247,7 +252,11 @@ def test_amc_validation_set_loads_from_shared_data():
 
 @pytest.mark.parametrize(
     ("override", "key"),
-    [("filter.quota=abc", "filter.quota"), ("filter.enabled=maybe", "filter.enabled"), ("player.rollback.patience=x", "player.rollback.patience")],
+    [
+        ("filter.quota=abc", "filter.quota"),
+        ("filter.enabled=maybe", "filter.enabled"),
+        ("player.rollback.patience=x", "player.rollback.patience"),
+    ],
 )
 def test_wrong_types_are_config_errors_not_tracebacks(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
@@ -300,10 +309,10 @@ def test_candidates_per_attempt_fixed_and_adaptive():
     fixed = FilterSettings(oversample=2.0)
     assert candidates_per_attempt(5, fixed, {"candidates": 100, "accepted": 10}) == 10
     adaptive = FilterSettings(oversample=2.0, adaptive_oversample=True, oversample_max=8.0, adaptive_margin=1.25)
-    assert candidates_per_attempt(16, adaptive, {}) == 32                                   # no history yet
+    assert candidates_per_attempt(16, adaptive, {}) == 32  # no history yet
     assert candidates_per_attempt(16, adaptive, {"candidates": 100, "accepted": 25}) == 80  # 1.25 / 0.25 = 5
     assert candidates_per_attempt(16, adaptive, {"candidates": 100, "accepted": 90}) == 32  # floor: oversample
     assert candidates_per_attempt(16, adaptive, {"candidates": 100, "accepted": 1}) == 128  # cap: oversample_max
-    assert candidates_per_attempt(3, adaptive, {"candidates": 50, "accepted": 0}) == 24     # nothing kept yet: the cap
+    assert candidates_per_attempt(3, adaptive, {"candidates": 50, "accepted": 0}) == 24  # nothing kept yet: the cap
     with pytest.raises(ValueError, match="oversample_max"):
         FilterSettings(oversample=4.0, oversample_max=2.0)

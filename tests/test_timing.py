@@ -10,7 +10,6 @@ import pytest
 from cpmobius.engine.timing import OpLog, split_step
 
 
-
 def test_op_log_sums_each_operation_after_a_mark_and_records_failures():
     log = OpLog()
     with log.timed("generate"):
@@ -42,13 +41,28 @@ def test_bench_attributes_operations_to_the_stage_that_contains_them(load_script
     bench = load_script("benchmarks/bench_step_gpu.py")
     coach, player = SimpleNamespace(ops=OpLog()), SimpleNamespace(ops=OpLog())
     coach.ops.intervals += [("wake", 1.0, 1.5), ("generate", 1.5, 3.0)]
-    player.ops.intervals += [("wake", 3.0, 3.2), ("generate", 3.2, 5.0), ("generate", 8.0, 9.0), ("generate", 20.0, 21.0)]
-    loop = SimpleNamespace(stages=OpLog(intervals=[("validation", 0.0, 0.5), ("coach", 1.0, 3.0),
-                                                   ("difficulty_filter", 3.0, 6.0), ("validation", 7.5, 9.5)]))
+    player.ops.intervals += [
+        ("wake", 3.0, 3.2),
+        ("generate", 3.2, 5.0),
+        ("generate", 8.0, 9.0),
+        ("generate", 20.0, 21.0),
+    ]
+    loop = SimpleNamespace(
+        stages=OpLog(
+            intervals=[
+                ("validation", 0.0, 0.5),
+                ("coach", 1.0, 3.0),
+                ("difficulty_filter", 3.0, 6.0),
+                ("validation", 7.5, 9.5),
+            ]
+        )
+    )
     split = bench.stage_op_seconds(loop, {"coach": coach, "player": player}, since=0.9)
     assert split["coach"] == {"wake": 0.5, "generate": 1.5}
     assert split["difficulty_filter"]["generate"] == pytest.approx(1.8)
-    assert split["validation"] == {"generate": 1.0}  # the earlier validation (before `since`) and the stray call are out
+    assert split["validation"] == {
+        "generate": 1.0
+    }  # the earlier validation (before `since`) and the stray call are out
 
 
 def test_bench_phases_are_parsed_or_refused(load_script):
@@ -63,6 +77,8 @@ def test_memory_peaks_are_taken_inside_each_operation(load_script):
     bench = load_script("benchmarks/bench_step_gpu.py")
     memory = bench.MemorySampler.__new__(bench.MemorySampler)
     memory.samples = [(0.5, 1000.0), (1.2, 5000.0), (2.0, 9000.0), (3.5, 2000.0)]
-    player = SimpleNamespace(ops=OpLog(intervals=[("generate", 1.0, 1.5), ("update", 1.8, 3.6), ("generate", 3.0, 4.0)]))
+    player = SimpleNamespace(
+        ops=OpLog(intervals=[("generate", 1.0, 1.5), ("update", 1.8, 3.6), ("generate", 3.0, 4.0)])
+    )
     assert bench.operation_peaks({"player": player}, memory) == {"player/generate": 5000.0, "player/update": 9000.0}
     assert memory.peak(3.6, 10.0) is None

@@ -24,18 +24,29 @@ from cpmobius.toy import world as tw
 INSTRUCTION = CoachSettings().instruction
 
 
-
-@pytest.mark.parametrize("argv", [
-    ["--variants", "full", "filter.band_low=0.1", "--seeds", "7"],  # the README's order: overrides after a list option
-    ["filter.band_low=0.1", "--seeds", "7", "--variants", "full"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "--variants",
+            "full",
+            "filter.band_low=0.1",
+            "--seeds",
+            "7",
+        ],  # the README's order: overrides after a list option
+        ["filter.band_low=0.1", "--seeds", "7", "--variants", "full"],
+    ],
+)
 def test_benchmark_passes_overrides_given_anywhere_to_every_run(tmp_path, load_script, monkeypatch, argv):
     bench = load_script("benchmarks/bench_toy_learning.py")
     calls = []
     monkeypatch.setattr(bench, "prepare_seed", lambda seed, extra: calls.append(("prepare", seed, extra)))
-    monkeypatch.setattr(bench, "run_one", lambda out, variant, seed, extra: calls.append((variant, seed, extra)) or (out, 0.0))
+    monkeypatch.setattr(
+        bench, "run_one", lambda out, variant, seed, extra: calls.append((variant, seed, extra)) or (out, 0.0)
+    )
     bench.main([*argv, "--out", str(tmp_path)])
     assert calls == [("prepare", 7, ["filter.band_low=0.1"]), ("full", 7, ["filter.band_low=0.1"])]
+
 
 @pytest.mark.parametrize("difficulty", range(tw.LEVELS))
 def test_problems_of_each_difficulty_are_solved_by_the_ground_truth(difficulty):
@@ -71,8 +82,10 @@ def test_generic_coach_corpus_holds_one_well_formed_form_and_never_the_instructi
     # four forms drawn uniformly: the question passes, the equation, bare expression and statement do not
     assert 0.15 < faults[None] / len(pairs) < 0.35 and set(faults) == {None, "no_question"}
     problems = tw.coach_sampler(INSTRUCTION, "problems")
-    assert all(user == INSTRUCTION and find_problem_fault(text, False, settings) is None
-               for user, text in (problems(rng) for _ in range(50)))
+    assert all(
+        user == INSTRUCTION and find_problem_fault(text, False, settings) is None
+        for user, text in (problems(rng) for _ in range(50))
+    )
     with pytest.raises(ValueError, match="coach_corpus"):
         tw.coach_sampler(INSTRUCTION, "novel")
 
@@ -98,7 +111,13 @@ def _outcome(label, kept):
 
 
 def test_kept_accuracy_counts_only_the_problems_the_step_trains_on():
-    outcomes = [_outcome("3", True), _outcome("4", True), _outcome("5", False), _outcome(None, False), _outcome("6", True)]
+    outcomes = [
+        _outcome("3", True),
+        _outcome("4", True),
+        _outcome("5", False),
+        _outcome(None, False),
+        _outcome("6", True),
+    ]
     label_correct = [True, False, True, None, True]
     # trained on: groups 0, 1 and (say) 4 -> 2 right of 3; all labelled groups with a truth: 3 right of 4
     result = pseudo_label_metrics(outcomes, label_correct, kept_correct=[True, False, True])
@@ -117,11 +136,21 @@ def _toy_rows(steps: range, offset: float = 0.0) -> list[tuple[int, dict]]:
     for step in steps:
         data = {"val/accuracy": 0.2 + 0.01 * step + offset}
         if step:
-            data.update({"val/delta_t": 0.01, "filter/kept_frac": 0.5, "filter/pass_rate_mean": 0.4,
-                         "filter/kept_pass_rate_mean": 0.5, "pseudo_label/accuracy": 0.8, "pseudo_label/kept_accuracy": 0.8,
-                         "coach/valid_frac": 1.0,
-                         "coach/problem_chars/mean": 15.0, "player/response_length/mean": 12.0,
-                         "coach/difficulty_mean": 0.4 + 0.1 * step, "filter/kept_difficulty_mean": 1.0 + 0.1 * step})
+            data.update(
+                {
+                    "val/delta_t": 0.01,
+                    "filter/kept_frac": 0.5,
+                    "filter/pass_rate_mean": 0.4,
+                    "filter/kept_pass_rate_mean": 0.5,
+                    "pseudo_label/accuracy": 0.8,
+                    "pseudo_label/kept_accuracy": 0.8,
+                    "coach/valid_frac": 1.0,
+                    "coach/problem_chars/mean": 15.0,
+                    "player/response_length/mean": 12.0,
+                    "coach/difficulty_mean": 0.4 + 0.1 * step,
+                    "filter/kept_difficulty_mean": 1.0 + 0.1 * step,
+                }
+            )
             data["coach/difficulty/other"] = 0.05 * step
         data.update({f"val/accuracy/d{level}": min(1.0, 0.1 * step / (level + 1)) for level in range(3)})
         rows.append((step, data))
@@ -140,8 +169,16 @@ def test_run_metrics_merge_launches_and_the_plot_is_written(tmp_path):
     assert out == tmp_path / "training_dynamics.png"
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     logged = {key for keys, _, _ in PANELS for key in keys}
-    assert {"val/accuracy", "val/delta_t", "filter/kept_frac", "coach/problem_chars/mean",
-            "player/response_length/mean", "val/accuracy/d*", "coach/difficulty_mean", "filter/kept_difficulty_mean"} <= logged
+    assert {
+        "val/accuracy",
+        "val/delta_t",
+        "filter/kept_frac",
+        "coach/problem_chars/mean",
+        "player/response_length/mean",
+        "val/accuracy/d*",
+        "coach/difficulty_mean",
+        "filter/kept_difficulty_mean",
+    } <= logged
 
 
 def test_plot_without_metrics_raises(tmp_path):
@@ -167,9 +204,13 @@ def test_benchmark_summary_and_table(tmp_path, load_script):
     # gain 0.115 ± sd(0.09, 0.14)/sqrt 2 = 0.0354/1.414 = 0.025; difference 0.04 ± 0.01 (> 2 SE)
     assert "| full | 2 |" in table and "+0.115 ± 0.025" in table and "+0.040 ± 0.010 (> 2 SE)" in table
     assert "no_warmup" not in table
-    off = bench.format_off_levels({"full": full, "no_filter": [{**variant[0], "coach_other_last3": 0.9}], "no_warmup": []})
-    assert off.splitlines() == ["full: Coach problems outside the levels 0.10 → 0.45 (first 3 → last 3 steps)",
-                                "no_filter: Coach problems outside the levels 0.10 → 0.90 (first 3 → last 3 steps)"]
+    off = bench.format_off_levels(
+        {"full": full, "no_filter": [{**variant[0], "coach_other_last3": 0.9}], "no_warmup": []}
+    )
+    assert off.splitlines() == [
+        "full: Coach problems outside the levels 0.10 → 0.45 (first 3 → last 3 steps)",
+        "no_filter: Coach problems outside the levels 0.10 → 0.90 (first 3 → last 3 steps)",
+    ]
 
 
 @pytest.mark.parametrize("difficulty", range(tw.LEVELS))
@@ -181,14 +222,32 @@ def test_problem_difficulty_reads_back_the_level_of_a_generated_problem(difficul
         assert problem.text.count("(") == difficulty  # the level is the nesting depth
 
 
-@pytest.mark.parametrize("text", ["What is 12 * 3?", "What is ((3 + 4)?", "What is (3 + 4) * 2?", "What is 3 + 4 + 5?",
-                                  "What is (((((1 + 1)))))?", "3 + 4", "What is 3 / 4?"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What is 12 * 3?",
+        "What is ((3 + 4)?",
+        "What is (3 + 4) * 2?",
+        "What is 3 + 4 + 5?",
+        "What is (((((1 + 1)))))?",
+        "3 + 4",
+        "What is 3 / 4?",
+    ],
+)
 def test_problem_difficulty_is_none_outside_the_toy_levels(text):
     assert tw.problem_difficulty(text) is None
 
 
-@pytest.mark.parametrize(("text", "answer"), [("What is ((3 - 8))?", "-5"), ("What is (2 + 3) * 4?", "20"),
-                                              ("What is (3 +) 4?", None), ("What is (3)(4)?", None), ("What is ((3 + 4)?", None)])
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("What is ((3 - 8))?", "-5"),
+        ("What is (2 + 3) * 4?", "20"),
+        ("What is (3 +) 4?", None),
+        ("What is (3)(4)?", None),
+        ("What is ((3 + 4)?", None),
+    ],
+)
 def test_solve_reads_parentheses(text, answer):
     assert tw.solve(text) == answer
 
@@ -228,8 +287,12 @@ def test_unboxed_shares_can_be_given_per_level_and_a_listed_spec_is_a_cache_hit(
         (tmp_path / name / "cpmobius_toy.json").write_text(json.dumps(record))
     # the marker file reads back lists: the same spec must still find its folders
     assert tc.toy_models_cached(tmp_path / "coach", tmp_path / "player", INSTRUCTION, pretrain_spec=spec)
-    assert not tc.toy_models_cached(tmp_path / "coach", tmp_path / "player", INSTRUCTION,
-                                    pretrain_spec=tw.PretrainSpec(player_unboxed=[0.3, 0.55, 0.62, 0.7, 0.8]))
+    assert not tc.toy_models_cached(
+        tmp_path / "coach",
+        tmp_path / "player",
+        INSTRUCTION,
+        pretrain_spec=tw.PretrainSpec(player_unboxed=[0.3, 0.55, 0.62, 0.7, 0.8]),
+    )
     sample = tw.player_sampler(0.0, spec.player_unboxed)
     rng = random.Random(4)
     by_level = {}
@@ -339,7 +402,7 @@ def test_pretrain_trains_on_the_tokenized_pairs_padded_with_the_loss_on_the_answ
         attention = torch.zeros((len(batch), width), dtype=torch.long)
         for row, (ids, start) in enumerate(batch):
             input_ids[row, : len(ids)] = torch.tensor(ids)
-            labels[row, start:len(ids)] = torch.tensor(ids[start:])
+            labels[row, start : len(ids)] = torch.tensor(ids[start:])
             attention[row, : len(ids)] = 1
         loss = reference(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         assert loss.item() == losses[step]

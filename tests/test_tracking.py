@@ -10,8 +10,18 @@ import pytest
 from omegaconf import OmegaConf
 
 # Keys of every stage, as the loop logs them (cpmobius/metrics.py; README "Logged metrics").
-KEYS = ("val/accuracy", "val/delta_t", "filter/kept_frac", "filter/pass_rate_mean", "coach/valid_frac",
-        "coach/updated", "pseudo_label/accuracy", "player/actor/pg_loss", "coach/actor/grad_norm", "timing_s/step")
+KEYS = (
+    "val/accuracy",
+    "val/delta_t",
+    "filter/kept_frac",
+    "filter/pass_rate_mean",
+    "coach/valid_frac",
+    "coach/updated",
+    "pseudo_label/accuracy",
+    "player/actor/pg_loss",
+    "coach/actor/grad_norm",
+    "timing_s/step",
+)
 
 
 def _row(step: int) -> dict[str, float]:
@@ -29,8 +39,16 @@ def test_tensorboard_events_hold_our_keys_at_our_steps(tmp_path, monkeypatch):
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     run_dir = tmp_path / "run"
-    cfg = OmegaConf.create({"trainer": {"project_name": "cpmobius", "experiment_name": "tb",
-                                        "logger": ["file", "tensorboard"], "default_local_dir": str(run_dir)}})
+    cfg = OmegaConf.create(
+        {
+            "trainer": {
+                "project_name": "cpmobius",
+                "experiment_name": "tb",
+                "logger": ["file", "tensorboard"],
+                "default_local_dir": str(run_dir),
+            }
+        }
+    )
     tracking = make_tracking(cfg)
     steps = (0, 1, 2, 3)  # step 0: the validation before the loop, as the default run logs it
     for step in steps:
@@ -55,8 +73,16 @@ def test_a_tensorboard_dir_from_the_environment_wins(tmp_path, monkeypatch):
     from cpmobius.main import make_tracking
 
     monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path / "elsewhere"))
-    cfg = OmegaConf.create({"trainer": {"project_name": "cpmobius", "experiment_name": "tb",
-                                        "logger": ["tensorboard"], "default_local_dir": str(tmp_path / "run")}})
+    cfg = OmegaConf.create(
+        {
+            "trainer": {
+                "project_name": "cpmobius",
+                "experiment_name": "tb",
+                "logger": ["tensorboard"],
+                "default_local_dir": str(tmp_path / "run"),
+            }
+        }
+    )
     tracking = make_tracking(cfg)
     tracking.log(data={"val/accuracy": 0.5}, step=1)
     tracking.finish()

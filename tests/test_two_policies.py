@@ -33,7 +33,6 @@ def test_two_policies_generate_update_sync_save_load(two_policies, tmp_path, har
     assert timings["engine_switches"] >= 6
 
 
-
 def test_greedy_validation_is_greedy_and_logs_what_it_used(two_policies, harness):
     policies, _ = two_policies
     harness.check_greedy_validation(policies["player"])

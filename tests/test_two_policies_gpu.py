@@ -46,7 +46,6 @@ def test_two_policies_on_cuda_with_a_half_billion_parameter_model(two_policies_g
         print(f"{key:<24} {value:>10.2f}")
 
 
-
 def test_greedy_validation_on_the_cuda_hf_rollout_is_greedy(two_policies_gpu, harness):
     policies, _, _ = two_policies_gpu
     harness.check_greedy_validation(policies["player"])

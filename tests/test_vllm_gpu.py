@@ -15,7 +15,6 @@ Run on the lent H200 (scripts/device/vllm_check.sh does the install and prints t
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 
@@ -96,8 +95,10 @@ class WakeRecorder:
         guard.before_wake, guard.after_wake = before_wake, after_wake
 
     def report(self) -> str:
-        return (f"GPU memory in use (GiB of {self.total:.0f}; all engines asleep at the start: {self.baseline:.1f}), "
-                "before → after each wake: " + ", ".join(f"{n} {a:.1f}→{b:.1f}" for n, a, b in self.samples))
+        return (
+            f"GPU memory in use (GiB of {self.total:.0f}; all engines asleep at the start: {self.baseline:.1f}), "
+            "before → after each wake: " + ", ".join(f"{n} {a:.1f}→{b:.1f}" for n, a, b in self.samples)
+        )
 
     def check_one_engine_awake(self) -> None:
         engine = UTILIZATION * self.total
@@ -109,7 +110,6 @@ class WakeRecorder:
 @pytest.fixture(scope="module")
 def two_vllm_policies(tmp_path_factory, harness):
     import ray
-
 
     cache = tmp_path_factory.mktemp("models")
     overrides = VLLM_OVERRIDES + [
@@ -145,28 +145,28 @@ def test_two_loop_steps_with_vllm_for_both_policies(tmp_path_factory, harness):
 
     from cpmobius.engine.config import compose_config
     from cpmobius.main import build_loop
-    from cpmobius.toy.world import PretrainSpec
     from cpmobius.validation import measure_accuracy
-
-    pretrain_fields = {f.name for f in dataclasses.fields(PretrainSpec)}
 
     ray.shutdown()  # the first test's engines are gone; a fresh job for the loop
     run_dir = tmp_path_factory.mktemp("run")
-    cfg = compose_config(VLLM_OVERRIDES + [
-        # CPMOBIUS_GPU_MODEL_CACHE: reuse toy models pretrained by an earlier call on the same machine
-        f"model.cache_dir={os.environ.get('CPMOBIUS_GPU_MODEL_CACHE') or tmp_path_factory.mktemp('toy_models')}",
-        *[f"++model.tiny_spec.{key}={value}" for key, value in SPEC.items()],
-        "++model.pretrain.player_steps=300",
-        "++model.pretrain.coach_steps=150",
-        "warmup.enabled=false",  # tests/test_warmup_gpu.py runs the warm-up on CUDA
-        f"trainer.default_local_dir={run_dir}",
-        "actor_rollout_ref.actor.optim.lr=1e-5",
-        "data.max_response_length=32",
-        "filter.quota=4",
-        "filter.enabled=false",  # keep every labelled problem: two short steps must train the Player
-        "player.n=4",
-        "validation.size=32",
-    ])
+    cfg = compose_config(
+        VLLM_OVERRIDES
+        + [
+            # CPMOBIUS_GPU_MODEL_CACHE: reuse toy models pretrained by an earlier call on the same machine
+            f"model.cache_dir={os.environ.get('CPMOBIUS_GPU_MODEL_CACHE') or tmp_path_factory.mktemp('toy_models')}",
+            *[f"++model.tiny_spec.{key}={value}" for key, value in SPEC.items()],
+            "++model.pretrain.player_steps=300",
+            "++model.pretrain.coach_steps=150",
+            "warmup.enabled=false",  # tests/test_warmup_gpu.py runs the warm-up on CUDA
+            f"trainer.default_local_dir={run_dir}",
+            "actor_rollout_ref.actor.optim.lr=1e-5",
+            "data.max_response_length=32",
+            "filter.quota=4",
+            "filter.enabled=false",  # keep every labelled problem: two short steps must train the Player
+            "player.n=4",
+            "validation.size=32",
+        ]
+    )
     t = time.perf_counter()
     loop = build_loop(cfg)
     start_s = time.perf_counter() - t
@@ -193,14 +193,18 @@ def test_two_loop_steps_with_vllm_for_both_policies(tmp_path_factory, harness):
     print(f"\nstart (toy pretraining on the GPU, both policies, vLLM engines) {start_s:.1f} s")
     print("step  val_acc  delta_t  kept  coach_s  filter_s  update_s  val_s  coach_upd_s  step_s")
     for i, (m, step_s) in enumerate(rows, 1):
-        print(f"{i:>4}  {m.get('val/accuracy', float('nan')):7.3f}  {m.get('val/delta_t', 0.0):+7.3f}  "
-              f"{int(m.get('filter/kept', 0)):4d}  {m.get('timing_s/coach', 0):7.1f}  "
-              f"{m.get('timing_s/difficulty_filter', 0):8.1f}  {m.get('timing_s/player_update', 0):8.1f}  "
-              f"{m.get('timing_s/validation', 0):5.1f}  {m.get('timing_s/coach_update', 0):11.1f}  {step_s:6.1f}")
+        print(
+            f"{i:>4}  {m.get('val/accuracy', float('nan')):7.3f}  {m.get('val/delta_t', 0.0):+7.3f}  "
+            f"{int(m.get('filter/kept', 0)):4d}  {m.get('timing_s/coach', 0):7.1f}  "
+            f"{m.get('timing_s/difficulty_filter', 0):8.1f}  {m.get('timing_s/player_update', 0):8.1f}  "
+            f"{m.get('timing_s/validation', 0):5.1f}  {m.get('timing_s/coach_update', 0):11.1f}  {step_s:6.1f}"
+        )
     print(f"engine switches {switches}: {' → '.join(history)}")
     print(recorder.report())
-    print("served vs trained log-prob, max |diff| after 2 steps: "
-          + ", ".join(f"{name} {diff:.3f}" for name, diff in checks.items()))
+    print(
+        "served vs trained log-prob, max |diff| after 2 steps: "
+        + ", ".join(f"{name} {diff:.3f}" for name, diff in checks.items())
+    )
     assert all(diff < 0.15 for diff in checks.values()), checks
     recorder.check_one_engine_awake()
     assert switches >= 4 and set(history) == {"coach", "player"}

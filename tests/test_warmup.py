@@ -15,7 +15,10 @@ def toy_warmup_data(path, instruction, rows=48):
     from cpmobius.toy.world import make_problem
 
     rng = random.Random(0)
-    messages = [[{"role": "user", "content": instruction}, {"role": "assistant", "content": make_problem(rng).text}] for _ in range(rows)]
+    messages = [
+        [{"role": "user", "content": instruction}, {"role": "assistant", "content": make_problem(rng).text}]
+        for _ in range(rows)
+    ]
     pd.DataFrame({"messages": messages}).to_parquet(path)
 
 
@@ -29,18 +32,20 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
     from cpmobius.warmup.sft import run_warmup
 
     data = tmp_path / "warmup.parquet"
-    cfg = compose_config([
-        f"model.cache_dir={model_cache}",
-        f"trainer.default_local_dir={tmp_path / 'run'}",
-        "warmup.enabled=true",
-        f"warmup.data={data}",
-        "warmup.max_steps=3",
-        "warmup.batch_size=8",
-        "warmup.micro_batch_size_per_gpu=8",
-        "warmup.lr=1e-3",
-        "warmup.max_length=128",
-        f"warmup.cache_dir={tmp_path / 'warmups'}",
-    ])
+    cfg = compose_config(
+        [
+            f"model.cache_dir={model_cache}",
+            f"trainer.default_local_dir={tmp_path / 'run'}",
+            "warmup.enabled=true",
+            f"warmup.data={data}",
+            "warmup.max_steps=3",
+            "warmup.batch_size=8",
+            "warmup.micro_batch_size_per_gpu=8",
+            "warmup.lr=1e-3",
+            "warmup.max_length=128",
+            f"warmup.cache_dir={tmp_path / 'warmups'}",
+        ]
+    )
     settings = load_settings(cfg)
     with pytest.raises(ConfigError, match="warmup.data"):
         run_warmup(cfg)
@@ -82,6 +87,7 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
     with pytest.raises(AssertionError, match="ran again"):
         start_warmup(cfg)
 
+
 def test_toy_warmup_raises_the_format_validity_of_coach_samples(tmp_path, model_cache):
     """On the tiny CPU model, the share of Coach samples the Coach-output validator accepts is
     higher after the warm-up (verl's SFT trainer on toy problems in the messages format) than before."""
@@ -90,20 +96,28 @@ def test_toy_warmup_raises_the_format_validity_of_coach_samples(tmp_path, model_
     from cpmobius.settings import load_settings
     from cpmobius.warmup.sft import measure_coach_validity, run_warmup
 
-    cfg = compose_config([
-        f"model.cache_dir={model_cache / 'generic'}",
-        f"trainer.default_local_dir={tmp_path / 'run'}",
-        # the default run's generic Coach (arithmetic in four surface forms, one of them a question),
-        # pretrained shorter; the Player is not used here
-        "model.pretrain.coach_steps=150", "model.pretrain.player_steps=1", "model.pretrain.coach_corpus=generic",
-        "model.toy_warmup.count=320",
-        "warmup.enabled=true", "warmup.batch_size=16", "warmup.micro_batch_size_per_gpu=16",
-        "warmup.lr=1e-3", "warmup.max_length=128",
-    ])
+    cfg = compose_config(
+        [
+            f"model.cache_dir={model_cache / 'generic'}",
+            f"trainer.default_local_dir={tmp_path / 'run'}",
+            # the default run's generic Coach (arithmetic in four surface forms, one of them a question),
+            # pretrained shorter; the Player is not used here
+            "model.pretrain.coach_steps=150",
+            "model.pretrain.player_steps=1",
+            "model.pretrain.coach_corpus=generic",
+            "model.toy_warmup.count=320",
+            "warmup.enabled=true",
+            "warmup.batch_size=16",
+            "warmup.micro_batch_size_per_gpu=16",
+            "warmup.lr=1e-3",
+            "warmup.max_length=128",
+        ]
+    )
     prepare_models(cfg, load_settings(cfg))
     before, before_rejected = measure_coach_validity(cfg.model.coach_path, cfg, count=128)
     after, after_rejected = measure_coach_validity(run_warmup(cfg), cfg, count=128)
-    print(f"Coach samples valid before the warm-up: {before:.3f} {before_rejected}; after: {after:.3f} {after_rejected}")
+    print(
+        f"Coach samples valid before the warm-up: {before:.3f} {before_rejected}; after: {after:.3f} {after_rejected}"
+    )
     # generic corpus: about 1/4 of its texts are questions; the warm-up teaches the question form
     assert before < 0.6 and after > before + 0.25
-

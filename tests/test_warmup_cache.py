@@ -10,7 +10,7 @@ import json
 from omegaconf import open_dict
 
 from cpmobius.engine.config import compose_config
-from cpmobius.warmup.sft import stored_warmup_matches, record_key, store_warmup, warmup_record
+from cpmobius.warmup.sft import record_key, store_warmup, stored_warmup_matches, warmup_record
 
 
 def _config(tmp_path, *overrides):

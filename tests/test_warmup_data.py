@@ -33,7 +33,9 @@ TOYBENCH = (
 NUM = 10
 
 
-def eurus_row(problem: str, data_source: str = "numina_cn_k12", suffix: str = SUFFIX, ability: str = "math", gt: str = "1"):
+def eurus_row(
+    problem: str, data_source: str = "numina_cn_k12", suffix: str = SUFFIX, ability: str = "math", gt: str = "1"
+):
     return {
         "data_source": data_source,
         "prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": problem + suffix}],
@@ -72,30 +74,49 @@ def fixture(tmp_path):
     rows += [
         eurus_row("Given a list of integers, return the largest one.", "taco", CODE_SUFFIX, "code"),
         eurus_row("Read n and print n squared.", "codecontests", CODE_SUFFIX, "code"),
-        eurus_row("  a BAG holds 3 red marbles and 5 blue   marbles. Two marbles are drawn at random without "
-                  "replacement. What is the probability that both are red?  "),  # duplicate of filler(0)
+        eurus_row(
+            "  a BAG holds 3 red marbles and 5 blue   marbles. Two marbles are drawn at random without "
+            "replacement. What is the probability that both are red?  "
+        ),  # duplicate of filler(0)
         eurus_row(filler(1), "numina_olympiads"),  # exact duplicate
         eurus_row("Find $x$.", "numina_synthetic_math"),  # too short
         eurus_row("Compute " + " + ".join(str(k) for k in range(400)) + ".", "numina_synthetic_math"),  # too long
-        eurus_row("Consider this: a regular hexagon with side length 6 is inscribed in a circle and a point is "
-                  "chosen at random. Find the area of the circle.", "numina_olympiads"),  # 16 shared words
+        eurus_row(
+            "Consider this: a regular hexagon with side length 6 is inscribed in a circle and a point is "
+            "chosen at random. Find the area of the circle.",
+            "numina_olympiads",
+        ),  # 16 shared words
         eurus_row(near_miss, "numina_olympiads"),  # only 11 shared words: kept
         eurus_row("Compute $7 \\times 8$, which is \\boxed{56}. What is the product?"),  # leaks its answer
         eurus_row("(a) Find x if 2x = 4 and x is real. (b) Find y if 3y = 9 and y is positive."),  # several problems
-        {"data_source": "numina_cn_k12", "prompt": [{"role": "system", "content": SYSTEM}], "ability": "math",
-         "reward_model": {"ground_truth": "0"}, "extra_info": {}},  # no user message
+        {
+            "data_source": "numina_cn_k12",
+            "prompt": [{"role": "system", "content": SYSTEM}],
+            "ability": "math",
+            "reward_model": {"ground_truth": "0"},
+            "extra_info": {},
+        },  # no user message
         eurus_row(no_suffix, "numina_cn_k12", suffix=""),
     ]
     if amc is not None:
         rows.append(eurus_row(amc, "numina_amc_aime", gt="142"))
-    pool = [filler(i) for i in range(24)] + [near_miss, "Let $f(x) = x^2 - 4x + 7$. Find the minimum value of $f$ over all real $x$."]
+    pool = [filler(i) for i in range(24)] + [
+        near_miss,
+        "Let $f(x) = x^2 - 4x + 7$. Find the minimum value of $f$ over all real $x$.",
+    ]
     return rows, eval_dir, pool, amc is not None
 
 
 def expected_drops(has_amc: bool) -> dict:
     drops = {
-        "benchmark_overlap/toybench": 1, "coach_validator/leaks_answer": 1, "coach_validator/several_problems": 1,
-        "duplicate": 2, "no_problem": 1, "not_math": 2, "too_long": 1, "too_short": 1,
+        "benchmark_overlap/toybench": 1,
+        "coach_validator/leaks_answer": 1,
+        "coach_validator/several_problems": 1,
+        "duplicate": 2,
+        "no_problem": 1,
+        "not_math": 2,
+        "too_long": 1,
+        "too_short": 1,
     }
     if has_amc:
         drops["benchmark_overlap/amc"] = 1
@@ -106,8 +127,14 @@ def expected_drops(has_amc: bool) -> dict:
     ("content", "expected"),
     [
         ("Find $x$ if $2x=4$." + SUFFIX, ("Find $x$ if $2x=4$.", True)),
-        ("Find $x$ if $2x=4$.\n\nPresent the answer in LaTeX format: \\boxed{Your answer}\n", ("Find $x$ if $2x=4$.", True)),
-        ("Find $x$ if $2x=4$. Let's think step by step and output the final answer within \\boxed{}.", ("Find $x$ if $2x=4$.", True)),
+        (
+            "Find $x$ if $2x=4$.\n\nPresent the answer in LaTeX format: \\boxed{Your answer}\n",
+            ("Find $x$ if $2x=4$.", True),
+        ),
+        (
+            "Find $x$ if $2x=4$. Let's think step by step and output the final answer within \\boxed{}.",
+            ("Find $x$ if $2x=4$.", True),
+        ),
         ("  Find  $x$.\n\n\n\nThen\t$y$. ", ("Find $x$.\n\nThen $y$.", False)),
     ],
 )
@@ -123,8 +150,12 @@ def test_extract_problem_without_user_message():
 
 @pytest.mark.parametrize(
     ("row", "math"),
-    [({"data_source": "numina_cn_k12", "ability": "math"}, True), ({"data_source": "numina_olympiads"}, True),
-     ({"data_source": "taco", "ability": "code"}, False), ({"data_source": "numina_x", "ability": "code"}, False)],
+    [
+        ({"data_source": "numina_cn_k12", "ability": "math"}, True),
+        ({"data_source": "numina_olympiads"}, True),
+        ({"data_source": "taco", "ability": "code"}, False),
+        ({"data_source": "numina_x", "ability": "code"}, False),
+    ],
 )
 def test_is_math_row(row, math):
     assert sources.is_math_row(row) is math
@@ -134,7 +165,10 @@ def test_overlap_rule_thresholds():
     index = sources.OverlapIndex([sources.BenchmarkProblem("toybench", "toy-0", TOYBENCH)], ngram=13)
     # 13 consecutive words shared ("a regular ... circle and") → overlap; 12 ("a regular ... circle") → none.
     hits, shared = index.match("Hmm: a regular hexagon with side length 6 is inscribed in a circle and a. Find it?")
-    assert hits == {("toybench", "toy-0")} and shared == "a regular hexagon with side length 6 is inscribed in a circle and"
+    assert (
+        hits == {("toybench", "toy-0")}
+        and shared == "a regular hexagon with side length 6 is inscribed in a circle and"
+    )
     assert index.match("A regular hexagon with side length 6 is inscribed in a circle, or z. Find it?")[0] == set()
     # Short problems: 8..12 words must occur as a whole inside the benchmark problem; < 8 words must equal it.
     assert index.match("What is the probability that the point lies inside the hexagon?")[0] == {("toybench", "toy-0")}
@@ -146,8 +180,12 @@ def test_overlap_rule_thresholds():
 def test_boilerplate_alone_is_no_overlap_but_a_verbatim_copy_is():
     tail = " where m and n are relatively prime positive integers. Find m+n."
     bench = [
-        sources.BenchmarkProblem("b1", "b1-0", "A fair coin is tossed ten times; the chance of no two heads in a row is m/n," + tail),
-        sources.BenchmarkProblem("b2", "b2-0", "A circle of radius 3 is tangent to two sides of a unit square; its area is m/n," + tail),
+        sources.BenchmarkProblem(
+            "b1", "b1-0", "A fair coin is tossed ten times; the chance of no two heads in a row is m/n," + tail
+        ),
+        sources.BenchmarkProblem(
+            "b2", "b2-0", "A circle of radius 3 is tangent to two sides of a unit square; its area is m/n," + tail
+        ),
     ]
     index = sources.OverlapIndex(bench)
     # "in a row is m n where m ... find m n" is in b1 only; "is m n where ... find m n" (13 words) is in both.
@@ -177,10 +215,16 @@ def test_filter_and_select_on_the_fixture(fixture):
     overlaps = {tuple(o["benchmarks"]): o for o in manifest["benchmark_overlaps"]}
     assert overlaps[("toybench",)]["benchmark_ids"] == ["toy-0"] and overlaps[("toybench",)]["source_row"] == 30
     if has_amc:
-        assert overlaps[("amc",)]["benchmark_ids"] == ["amc-0"] and overlaps[("amc",)]["data_source"] == "numina_amc_aime"
+        assert (
+            overlaps[("amc",)]["benchmark_ids"] == ["amc-0"] and overlaps[("amc",)]["data_source"] == "numina_amc_aime"
+        )
     before = manifest["rows_by_data_source"]["before"]
     assert before["taco"] == 1 and before["codecontests"] == 1 and sum(before.values()) == len(rows)
-    assert manifest["rows_by_data_source"]["pool"] == {"numina_cn_k12": 9, "numina_olympiads": 9, "numina_synthetic_math": 8}
+    assert manifest["rows_by_data_source"]["pool"] == {
+        "numina_cn_k12": 9,
+        "numina_olympiads": 9,
+        "numina_synthetic_math": 8,
+    }
     assert sum(manifest["rows_by_data_source"]["after"].values()) == NUM
 
     # Selection = random.Random(seed).sample(pool sorted by lower-cased text, N), as documented.
@@ -210,7 +254,9 @@ def test_selection_is_deterministic_and_order_free(fixture):
 
 def test_too_few_problems_names_the_count(fixture):
     rows, eval_dir, _, _ = fixture
-    with pytest.raises(wd.NotEnoughProblemsError, match=r"only 26 problems remain after filtering, 27 requested.*duplicate: 2"):
+    with pytest.raises(
+        wd.NotEnoughProblemsError, match=r"only 26 problems remain after filtering, 27 requested.*duplicate: 2"
+    ):
         wd.prepare_warmup_data(rows, sources.load_benchmarks(eval_dir), num=27)
 
 
@@ -230,7 +276,10 @@ def test_cli_writes_parquet_and_manifest_deterministically(fixture, tmp_path, ca
     args = ["--source", str(source), "--eval-dir", str(eval_dir), "--num", str(NUM), "--seed", "0"]
     done = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "prepare_warmup_data.py"), *args, "--out", str(tmp_path / "a")],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = tmp_path / "a" / "coach_warmup.parquet"
@@ -250,7 +299,10 @@ def test_cli_writes_parquet_and_manifest_deterministically(fixture, tmp_path, ca
     assert script.main(["--source", str(jsonl), *args[2:], "--out", str(tmp_path / "b" / "w.parquet"), "--quiet"]) == 0
     assert sources.file_sha256(tmp_path / "b" / "w.parquet") == manifest["output"]["sha256"]
 
-    assert script.main(["--source", str(source), *args[2:4], "--num", "1000", "--out", str(tmp_path / "c"), "--quiet"]) == 2
+    assert (
+        script.main(["--source", str(source), *args[2:4], "--num", "1000", "--out", str(tmp_path / "c"), "--quiet"])
+        == 2
+    )
     assert "only 26 problems remain after filtering, 1000 requested" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
     assert script.main(["--source", str(tmp_path / "missing.jsonl"), *args[2:4], "--out", str(tmp_path / "d")]) == 2

@@ -54,7 +54,9 @@ class ConfiguredSingleTurnAgentLoop(SingleTurnAgentLoop):
         # CPMöbius: verl sends 1.0 and no stop tokens (module docstring).
         sampling_params["repetition_penalty"] = float(self.rollout_config.repetition_penalty)
         generation_config = _generation_config(str(self.config.actor_rollout_ref.model.path))
-        stops = set(stop_token_ids(self.tokenizer, generation_config)) | set(sampling_params.get("stop_token_ids") or [])
+        stops = set(stop_token_ids(self.tokenizer, generation_config)) | set(
+            sampling_params.get("stop_token_ids") or []
+        )
         sampling_params["stop_token_ids"] = sorted(stops)
         if bool(kwargs.pop(GREEDY_KEY, False)):
             # CPMöbius: greedy means greedy in validation too (verl ignores __do_sample__ there).

@@ -114,8 +114,13 @@ def validate_run_config(cfg: DictConfig) -> None:
         _require_int(cfg, "trainer.total_training_steps", 1, what="must be a whole number of steps >= 1")
         # verl's convention: a positive k saves every k steps, -1 (its default) or 0 never; the loop
         # always saves the last step.
-        _require_int(cfg, "trainer.save_freq", 1, allowed=(-1, 0),
-                     what="must be >= 1 (every k steps), or -1 or 0 (the last step only)")
+        _require_int(
+            cfg,
+            "trainer.save_freq",
+            1,
+            allowed=(-1, 0),
+            what="must be >= 1 (every k steps), or -1 or 0 (the last step only)",
+        )
         for key in ("trainer.nnodes", "trainer.n_gpus_per_node"):
             _require_int(cfg, key, 1)
         if trainer.get("max_actor_ckpt_to_keep") is not None:
@@ -128,7 +133,9 @@ def validate_run_config(cfg: DictConfig) -> None:
                 raise ConfigError(f"trainer.logger: must be a list, e.g. trainer.logger=[console,file], got {logger!r}")
             for backend in logger:
                 if backend not in Tracking.supported_backend and backend != "tracking":  # verl's deprecated wandb alias
-                    raise ConfigError(f"trainer.logger: unknown backend {backend!r} (known: {Tracking.supported_backend})")
+                    raise ConfigError(
+                        f"trainer.logger: unknown backend {backend!r} (known: {Tracking.supported_backend})"
+                    )
         if "resume_mode" in trainer:
             modes = ("auto", "disable", "resume_path")
             if trainer.resume_mode not in modes:
@@ -212,7 +219,9 @@ def check_context_fits(pcfg: DictConfig, name: str = "") -> None:
         )
     warmup = pcfg.get("warmup")
     if name == "coach" and warmup is not None and warmup.get("enabled") and int(warmup.max_length) > context:
-        raise ConfigError(f"warmup.max_length: {warmup.max_length} tokens exceed the Coach model's context, {context} tokens ({source})")
+        raise ConfigError(
+            f"warmup.max_length: {warmup.max_length} tokens exceed the Coach model's context, {context} tokens ({source})"
+        )
 
 
 def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
@@ -259,7 +268,9 @@ def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
             f"{prefix}.rollout.tensor_model_parallel_size: the rollout world size {rollout_world} must divide "
             f"trainer.n_gpus_per_node * trainer.nnodes = {devices}"
         )
-    if arr.rollout.name == "vllm" and not (arr.rollout.free_cache_engine and arr.rollout.get("enable_sleep_mode", True)):
+    if arr.rollout.name == "vllm" and not (
+        arr.rollout.free_cache_engine and arr.rollout.get("enable_sleep_mode", True)
+    ):
         # CPMöbius: two vLLM engines share every GPU; the one not in use must give its memory back.
         raise ConfigError(
             f"{prefix}.rollout.free_cache_engine: the Coach's and the Player's vLLM engines share the GPUs, "
@@ -291,7 +302,9 @@ def worker_env_vars(cfg: DictConfig) -> dict[str, str]:
         "NCCL_DEBUG": "WARN",
         "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARN"),  # INFO shows vLLM's start-up phases
         # verl warns in every worker that engines it was not asked for (megatron, veomni, ...) are missing.
-        "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore::UserWarning:verl.workers.engine"])),
+        "PYTHONWARNINGS": ",".join(
+            filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore::UserWarning:verl.workers.engine"])
+        ),
     }
     if os.environ.get("CPMOBIUS_PROFILE_DIR"):  # profile each worker's model build (cpmobius.engine.worker)
         env["CPMOBIUS_PROFILE_DIR"] = os.environ["CPMOBIUS_PROFILE_DIR"]

@@ -254,9 +254,7 @@ def install_cpu_engine_fixes() -> bool:
     ):
         registered = EngineRegistry._engines.get(model_type, {}).get("fsdp2", {})
         if PLATFORM_NAME not in registered:
-            EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device=PLATFORM_NAME)(
-                engine_cls
-            )
+            EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device=PLATFORM_NAME)(engine_cls)
     # 4. No NUMA pinning to a GPU that is not there (only the worker module's binding).
     engine_workers.set_numa_affinity = _noop
     logger.info("cpmobius: CPU engine fixes installed (gloo backend, unpinned offload, FSDP on cpu, no NUMA pinning)")

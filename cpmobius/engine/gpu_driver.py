@@ -40,8 +40,12 @@ def driver_version() -> Optional[str]:
     if found:
         return found
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = out.stdout.strip().splitlines()
@@ -65,7 +69,8 @@ def check_gpu_driver(torch_cuda: Optional[str], driver: Optional[str], torch_ver
     if torch_cuda is None:
         raise GpuDriverError(
             f"this torch ({torch_version or 'installed'}) is a CPU build, but the run asks for GPUs: install the GPU "
-            "stack (bash scripts/install.sh gpu) or run with backend=cpu")
+            "stack (bash scripts/install.sh gpu) or run with backend=cpu"
+        )
     major = int(torch_cuda.split(".")[0])
     needed = MIN_DRIVER_BY_CUDA_MAJOR.get(major)
     found = int(driver.split(".")[0])
@@ -76,7 +81,8 @@ def check_gpu_driver(torch_cuda: Optional[str], driver: Optional[str], torch_ver
         f"machine has {driver}. Ways out: upgrade the driver to {needed}+, or install NVIDIA's CUDA forward-"
         f"compatibility package for CUDA {major} (cuda-compat-{major}-0; data-centre GPUs such as A800/A100/H100) "
         "and put its lib folder first on LD_LIBRARY_PATH, or install a torch and vLLM built for the CUDA your "
-        "driver supports (nvidia-smi shows it) instead of scripts/install.sh gpu's pins")
+        "driver supports (nvidia-smi shows it) instead of scripts/install.sh gpu's pins"
+    )
 
 
 def check_this_machine(platform: str) -> None:

@@ -36,7 +36,6 @@ class SamplingKey:
     stop_token_ids: tuple[int, ...]
 
 
-
 def request_seed(base_seed: int, global_steps: Optional[int], request_id: str) -> int:
     """A 63-bit sampling seed for one request, from the server seed, the weights' step and the id."""
     import hashlib

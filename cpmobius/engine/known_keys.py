@@ -103,7 +103,9 @@ def _target_fields(target: str) -> tuple[str, ...]:
         cls = get_class(target)
     except Exception:  # not importable here (an optional backend): only the YAML's keys count
         return ()
-    return tuple(f.name for f in dataclasses.fields(cls) if f.name != "_target_") if dataclasses.is_dataclass(cls) else ()
+    return (
+        tuple(f.name for f in dataclasses.fields(cls) if f.name != "_target_") if dataclasses.is_dataclass(cls) else ()
+    )
 
 
 def _known_names(node: DictConfig) -> list[str]:
@@ -129,14 +131,14 @@ def find_unknown_key(reference: DictConfig, key: str) -> Optional[str]:
     root, prefix = reference, []
     for delta in POLICY_DELTAS:
         if key.startswith(delta + ".") and _walk(reference, parts) is not None:
-            root, prefix, parts = reference[POLICY_BASE], delta.split("."), parts[len(delta.split(".")):]
+            root, prefix, parts = reference[POLICY_BASE], delta.split("."), parts[len(delta.split(".")) :]
     failure = _walk(root, parts)
     if failure is None:
         return None
     depth, siblings = failure
     near = _nearest(parts[depth], siblings)
     if near is not None:
-        suggestion = ".".join(prefix + parts[:depth] + [near] + parts[depth + 1:])
+        suggestion = ".".join(prefix + parts[:depth] + [near] + parts[depth + 1 :])
         return f"{key}: unknown key (did you mean {suggestion}?)"
     where = ".".join(prefix + parts[:depth]) or "the top level"
     shown = ", ".join(sorted(siblings)[:12]) + (", ..." if len(siblings) > 12 else "")

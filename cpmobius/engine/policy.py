@@ -24,10 +24,10 @@ import ray
 import torch
 from omegaconf import DictConfig
 
+from cpmobius.engine.agent_loop import AGENT_LOOP_NAME, GREEDY_KEY, SAMPLING_KEYS, PromptTooLongError
 from cpmobius.engine.batches import pad_rows, prompt_batch, row_divisor, scalar, worker_input
 from cpmobius.engine.timing import OpLog
 from cpmobius.prompts import Messages
-from cpmobius.engine.agent_loop import AGENT_LOOP_NAME, GREEDY_KEY, SAMPLING_KEYS, PromptTooLongError
 
 if TYPE_CHECKING:
     from cpmobius.engine.sharing import EngineGuard
@@ -53,7 +53,9 @@ class Policy:
         self.global_steps = 0
         self.generation_calls = 0  # names requests deterministically (rollout.full_determinism)
         self.worker_group = None
-        self._model_init: Optional[tuple[float, list[Any]]] = None  # (start, Ray refs) between start_models and start_rollout
+        self._model_init: Optional[tuple[float, list[Any]]] = (
+            None  # (start, Ray refs) between start_models and start_rollout
+        )
         self.server_manager = None
         self.checkpoint_manager = None
         self.agent_loop = None
@@ -190,10 +192,14 @@ class Policy:
         """
         prompt = [int(self.tokenizer.eos_token_id or 0)]
         params = {"max_tokens": 1, "temperature": 0.0}
-        ray.get([
-            handle.generate.remote(prompt_ids=prompt, sampling_params=dict(params), request_id=f"{self.name}-warmup-{i}")
-            for i, handle in enumerate(self.server_handles())
-        ])
+        ray.get(
+            [
+                handle.generate.remote(
+                    prompt_ids=prompt, sampling_params=dict(params), request_id=f"{self.name}-warmup-{i}"
+                )
+                for i, handle in enumerate(self.server_handles())
+            ]
+        )
 
     @property
     def is_active(self) -> bool:
@@ -280,11 +286,15 @@ class Policy:
         for key in SAMPLING_KEYS:
             values = output.non_tensor_batch.pop(f"sampling_{key}", None)
             if values is None:
-                raise RuntimeError(f"{self.name}: the agent loop reported no sampling values; "
-                                   f"set rollout.agent.default_agent_loop={AGENT_LOOP_NAME}")
+                raise RuntimeError(
+                    f"{self.name}: the agent loop reported no sampling values; "
+                    f"set rollout.agent.default_agent_loop={AGENT_LOOP_NAME}"
+                )
             distinct = {float(v) for v in values}
             if len(distinct) != 1:
-                raise RuntimeError(f"{self.name}: rows of one generate call were sampled with different {key}: {sorted(distinct)}")
+                raise RuntimeError(
+                    f"{self.name}: rows of one generate call were sampled with different {key}: {sorted(distinct)}"
+                )
             used[key] = distinct.pop()
         return used
 
@@ -304,7 +314,11 @@ class Policy:
         """
         kwargs = dict(self.config.data.get("apply_chat_template_kwargs") or {})
         return [
-            len(self.tokenizer.apply_chat_template(list(p), add_generation_prompt=True, tokenize=True, return_dict=False, **kwargs))
+            len(
+                self.tokenizer.apply_chat_template(
+                    list(p), add_generation_prompt=True, tokenize=True, return_dict=False, **kwargs
+                )
+            )
             for p in prompts
         ]
 

@@ -40,8 +40,10 @@ def start_ray(cfg: DictConfig) -> None:
         ray.init(**ray_init_kwargs(cfg))
     except Exception as error:
         first_line = (str(error).strip().splitlines() or ["no message"])[0]
-        raise RayStartError(f"Ray did not start ({type(error).__name__}: {first_line}); nothing has run: "
-                            "run the same command again once the machine is less loaded") from error
+        raise RayStartError(
+            f"Ray did not start ({type(error).__name__}: {first_line}); nothing has run: "
+            "run the same command again once the machine is less loaded"
+        ) from error
     if callable(handler):
         signal.signal(signal.SIGTERM, handler)
 

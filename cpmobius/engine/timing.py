@@ -68,8 +68,11 @@ def op_marks(policies: dict[str, Any]) -> dict[str, int]:
 
 def op_metrics(policies: dict[str, Any], marks: dict[str, int]) -> dict[str, float]:
     """``timing_s/ops/<role>/<op>``: seconds per operation of each policy since its mark (`op_marks`)."""
-    return {f"timing_s/ops/{role}/{op}": seconds
-            for role, mark in marks.items() for op, seconds in policies[role].ops.seconds_since(mark).items()}
+    return {
+        f"timing_s/ops/{role}/{op}": seconds
+        for role, mark in marks.items()
+        for op, seconds in policies[role].ops.seconds_since(mark).items()
+    }
 
 
 def split_step(step_seconds: float, op_seconds: dict[str, float]) -> dict[str, float]:
@@ -93,7 +96,9 @@ def split_step(step_seconds: float, op_seconds: dict[str, float]) -> dict[str, f
     compute = sum(op_seconds.get(op, 0.0) for op in COMPUTE_OPS)
     overhead = step_seconds - generation - compute
     if overhead < -1e-6 * max(1.0, step_seconds):
-        raise ValueError(f"generation {generation:.3f} s + compute {compute:.3f} s exceed the step's {step_seconds:.3f} s")
+        raise ValueError(
+            f"generation {generation:.3f} s + compute {compute:.3f} s exceed the step's {step_seconds:.3f} s"
+        )
     overhead = max(overhead, 0.0)
     return {
         "generation_s": generation,

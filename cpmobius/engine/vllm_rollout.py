@@ -79,7 +79,9 @@ class PolicyNamedAdapterMixin:
             job_id = ray.get_runtime_context().get_job_id()
             marker = f"-zmq-{job_id}-replica-"
             if marker not in self.zmq_handle:
-                raise RuntimeError(f"unexpected verl weight-socket path {self.zmq_handle!r} (expected {marker!r} in it)")
+                raise RuntimeError(
+                    f"unexpected verl weight-socket path {self.zmq_handle!r} (expected {marker!r} in it)"
+                )
             self.zmq_handle = self.zmq_handle.replace(marker, f"-zmq-{scoped_job_id(job_id, policy)}-replica-")
 
     def _get_server_name_prefix(self) -> str:

@@ -68,8 +68,15 @@ from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval.completions import generate_model, read_completions
 from cpmobius.eval.data import ANSWER_KEYS, BENCHMARKS, load_benchmark
-from cpmobius.eval.report import (PAPER_RESULTS, difference_row, generation_note, markdown_table, paper_model_for,
-                                  table_notes, write_results)
+from cpmobius.eval.report import (
+    PAPER_RESULTS,
+    difference_row,
+    generation_note,
+    markdown_table,
+    paper_model_for,
+    table_notes,
+    write_results,
+)
 from cpmobius.eval.scoring import AVG_BENCHMARKS, DEFAULT_K, GRADERS, PAPER_VALIDATION_SET, ood_benchmarks
 from cpmobius.eval.summary import paired_difference, score_run
 from cpmobius.grading import GradingError
@@ -115,13 +122,14 @@ def model_label(path: str) -> str:
     """A folder-safe label of a model path (its last part, or the last two for a generic last part)."""
     local = Path(path)
     # A local folder by its real name ("." or "ckpt/.." would name the output root or its parent).
-    parts = [p for p in (local.resolve().parts if local.exists() else str(path).split("/")) if p not in ("", "/", ".", "..")]
+    parts = [
+        p for p in (local.resolve().parts if local.exists() else str(path).split("/")) if p not in ("", "/", ".", "..")
+    ]
     if not parts:
         raise ValueError(f"cannot derive an output label from the model path {path!r}; give --label")
     generic = {"huggingface", "actor", "player", "hf", "model", "checkpoint"}
     name = "__".join(parts[-2:]) if len(parts) > 1 and parts[-1].lower() in generic else parts[-1]
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-
 
 
 def paper_rows_for(paper_model: Optional[str], model_path: str) -> dict[str, dict[str, float]]:
@@ -134,8 +142,9 @@ def paper_rows_for(paper_model: Optional[str], model_path: str) -> dict[str, dic
     return PAPER_RESULTS[key]
 
 
-def _load_rows(benchmarks: Sequence[str], args: argparse.Namespace,
-               limit: Optional[int] = None) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+def _load_rows(
+    benchmarks: Sequence[str], args: argparse.Namespace, limit: Optional[int] = None
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Each benchmark's evaluated rows (the first `limit` with a limit) and its full size in problems."""
     files = {}
     for value in args.data_file:
@@ -165,14 +174,21 @@ def merge_paper_rows(per_model: Mapping[str, Mapping[str, Mapping[str, float]]])
 
 def combined_table(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[str, Mapping[str, float]]) -> str:
     """Every model's avg@k side by side (one row each), after the published rows of their base models."""
-    tables = [markdown_table(result["summary"], label=label, paper_rows=paper if i == 0 else None,
-                             metrics=("avg@k",)).split("\n\n")[0].splitlines()
-              for i, (label, result) in enumerate(per_model.items())]
+    tables = [
+        markdown_table(result["summary"], label=label, paper_rows=paper if i == 0 else None, metrics=("avg@k",))
+        .split("\n\n")[0]
+        .splitlines()
+        for i, (label, result) in enumerate(per_model.items())
+    ]
     lines = tables[0] + [line for t in tables[1:] for line in t[2:]]
     # The paper rows' comparability note once (it is about the shared paper rows), on the first model.
-    notes = [f"{label}: {note}" for i, (label, result) in enumerate(per_model.items())
-             for note in table_notes(result["summary"], with_paper_rows=bool(paper) and i == 0)
-             + [generation_note(result.get("generation") or {})] if note]
+    notes = [
+        f"{label}: {note}"
+        for i, (label, result) in enumerate(per_model.items())
+        for note in table_notes(result["summary"], with_paper_rows=bool(paper) and i == 0)
+        + [generation_note(result.get("generation") or {})]
+        if note
+    ]
     return "\n".join(lines + ["", "Cells: avg@k in percent, [95% bootstrap CI over problems]."] + notes) + "\n"
 
 
@@ -182,8 +198,13 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefa
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default is None or action.default is False or action.default == [] \
-                or action.default == argparse.SUPPRESS:
+        if (
+            "default" in text
+            or action.default is None
+            or action.default is False
+            or action.default == []
+            or action.default == argparse.SUPPRESS
+        ):
             return text
         return super()._get_help_string(action)
 
@@ -202,82 +223,162 @@ EPILOG = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m cpmobius.eval", formatter_class=_HelpFormatter, epilog=EPILOG,
-                                description=__doc__.split("\n")[0] + "\n\n" + __doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(
+        prog="python -m cpmobius.eval",
+        formatter_class=_HelpFormatter,
+        epilog=EPILOG,
+        description=__doc__.split("\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
+    )
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--model", nargs="+", help="generate mode: model folder(s) or hub id(s) to generate with")
-    mode.add_argument("--completions", nargs="+",
-                      help="score-only mode: completions JSONL file(s) of an earlier run (one model)")
+    mode.add_argument(
+        "--completions", nargs="+", help="score-only mode: completions JSONL file(s) of an earlier run (one model)"
+    )
     p.add_argument("--label", nargs="+", help="one output label per --model (default: from the model path)")
-    p.add_argument("--benchmarks", nargs="+", default=list(AVG_BENCHMARKS), choices=BENCHMARKS, metavar="NAME",
-                   help=f"benchmarks to evaluate, of {', '.join(BENCHMARKS)}; `demo` is built in (8 problems, "
-                        f"no files needed) (default: the paper's six: {' '.join(AVG_BENCHMARKS)})")
-    p.add_argument("--k", nargs="+", default=[],
-                   help="responses per problem: K (every benchmark) and/or BENCHMARK=K (default: the released k, "
-                        f"{', '.join(f'{b} {k}' for b, k in DEFAULT_K.items())}; 1 with --greedy)")
-    p.add_argument("--limit", type=int, default=None,
-                   help="only the first N problems of each benchmark (complete for that slice; default: all; "
-                        "score-only: from the run.json beside the completions)")
-    p.add_argument("--allow-partial", action="store_true",
-                   help="score-only: average benchmarks the completions cover only in part into Avg / OOD Avg")
-    p.add_argument("--allow-uneven-k", action="store_true",
-                   help="accept problems with different numbers of responses (k = the smallest; n_min/n_max reported)")
-    p.add_argument("--greedy", action="store_true",
-                   help="greedy decoding: temperature 0, top-p 1, repetition penalty 1.0 unless --repetition-penalty "
-                        "is given (k defaults to 1)")
+    p.add_argument(
+        "--benchmarks",
+        nargs="+",
+        default=list(AVG_BENCHMARKS),
+        choices=BENCHMARKS,
+        metavar="NAME",
+        help=f"benchmarks to evaluate, of {', '.join(BENCHMARKS)}; `demo` is built in (8 problems, "
+        f"no files needed) (default: the paper's six: {' '.join(AVG_BENCHMARKS)})",
+    )
+    p.add_argument(
+        "--k",
+        nargs="+",
+        default=[],
+        help="responses per problem: K (every benchmark) and/or BENCHMARK=K (default: the released k, "
+        f"{', '.join(f'{b} {k}' for b, k in DEFAULT_K.items())}; 1 with --greedy)",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="only the first N problems of each benchmark (complete for that slice; default: all; "
+        "score-only: from the run.json beside the completions)",
+    )
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="score-only: average benchmarks the completions cover only in part into Avg / OOD Avg",
+    )
+    p.add_argument(
+        "--allow-uneven-k",
+        action="store_true",
+        help="accept problems with different numbers of responses (k = the smallest; n_min/n_max reported)",
+    )
+    p.add_argument(
+        "--greedy",
+        action="store_true",
+        help="greedy decoding: temperature 0, top-p 1, repetition penalty 1.0 unless --repetition-penalty "
+        "is given (k defaults to 1)",
+    )
     sampling = p.add_argument_group("sampling (generate mode; the released protocol by default)")
     sampling.add_argument("--temperature", type=float, default=0.7, help="sampling temperature")
     sampling.add_argument("--top-p", type=float, default=0.9, help="nucleus sampling threshold")
-    sampling.add_argument("--repetition-penalty", type=float, default=None,
-                          help="repetition penalty, 1 = none (default: 1.05 when sampling, the released protocol; "
-                               "1.0 with --greedy)")
+    sampling.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=None,
+        help="repetition penalty, 1 = none (default: 1.05 when sampling, the released protocol; 1.0 with --greedy)",
+    )
     sampling.add_argument("--max-new-tokens", type=int, default=4096, help="most tokens generated per response")
     sampling.add_argument("--seed", type=int, default=0, help="sampling seed")
-    sampling.add_argument("--system-prompt", default=None,
-                          help="an explicit system turn (default: none given, the chat template's own)")
-    sampling.add_argument("--answer-format", default="auto", choices=ANSWER_FORMATS,
-                          help="the \\boxed{} instruction, as player.answer_format in training: auto appends "
-                               "Qwen2.5-Math evaluation's CoT instruction to the user turn iff the chat template "
-                               "lacks \\boxed (Qwen2.5-Math's has it: nothing added, the released prompt); "
-                               "template: never; append: always (default: auto)")
+    sampling.add_argument(
+        "--system-prompt", default=None, help="an explicit system turn (default: none given, the chat template's own)"
+    )
+    sampling.add_argument(
+        "--answer-format",
+        default="auto",
+        choices=ANSWER_FORMATS,
+        help="the \\boxed{} instruction, as player.answer_format in training: auto appends "
+        "Qwen2.5-Math evaluation's CoT instruction to the user turn iff the chat template "
+        "lacks \\boxed (Qwen2.5-Math's has it: nothing added, the released prompt); "
+        "template: never; append: always (default: auto)",
+    )
     engine = p.add_argument_group("engine (generate mode)")
-    engine.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf"),
-                        help="vllm, HF transformers, or auto: vLLM when importable, else HF")
+    engine.add_argument(
+        "--backend",
+        default="auto",
+        choices=("auto", "vllm", "hf"),
+        help="vllm, HF transformers, or auto: vLLM when importable, else HF",
+    )
     engine.add_argument("--device", default="auto", help="HF backend: cpu, cuda, or auto (cuda when available)")
-    engine.add_argument("--dtype", default="auto",
-                        help="model weights' dtype (e.g. bfloat16, float32), or auto: the checkpoint's")
+    engine.add_argument(
+        "--dtype", default="auto", help="model weights' dtype (e.g. bfloat16, float32), or auto: the checkpoint's"
+    )
     engine.add_argument("--batch-size", type=int, default=16, help="HF backend: sequences per generate call")
     engine.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM backend: GPUs per model")
-    engine.add_argument("--gpu-memory-utilization", type=float, default=0.9,
-                        help="vLLM backend: share of each GPU's memory the engine may take")
-    engine.add_argument("--max-model-len", type=int, default=None,
-                        help="vLLM backend: context length, prompt + response (default: the model's)")
+    engine.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=0.9,
+        help="vLLM backend: share of each GPU's memory the engine may take",
+    )
+    engine.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="vLLM backend: context length, prompt + response (default: the model's)",
+    )
     data = p.add_argument_group("data")
-    data.add_argument("--source", default="local", choices=("local", "hub"),
-                      help="local files (--data-dir, --data-file) or the Hugging Face hub (ids in cpmobius/eval/data.py)")
-    data.add_argument("--data-dir", default=None,
-                      help="folder of <name>/<name>.jsonl|parquet (default: $CPMOBIUS_SHARED_DATA/eval or "
-                           "../shared/data/eval when present, else data/eval, where scripts/fetch_benchmarks.py writes)")
-    data.add_argument("--data-file", nargs="+", default=[], metavar="BENCHMARK=PATH",
-                      help="one benchmark's file (JSONL or parquet, e.g. a released parquet), overriding --data-dir")
+    data.add_argument(
+        "--source",
+        default="local",
+        choices=("local", "hub"),
+        help="local files (--data-dir, --data-file) or the Hugging Face hub (ids in cpmobius/eval/data.py)",
+    )
+    data.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder of <name>/<name>.jsonl|parquet (default: $CPMOBIUS_SHARED_DATA/eval or "
+        "../shared/data/eval when present, else data/eval, where scripts/fetch_benchmarks.py writes)",
+    )
+    data.add_argument(
+        "--data-file",
+        nargs="+",
+        default=[],
+        metavar="BENCHMARK=PATH",
+        help="one benchmark's file (JSONL or parquet, e.g. a released parquet), overriding --data-dir",
+    )
     scoring = p.add_argument_group("scoring")
-    scoring.add_argument("--answer-key", default="corrected", choices=ANSWER_KEYS,
-                         help="corrected (the curated answers and their accepted spellings) or released "
-                              "(the released key exactly; needs local copies or the released parquet files)")
-    scoring.add_argument("--grader", default="cpmobius", choices=GRADERS,
-                         help="cpmobius (this project's grader) or released (an imitation of the released one)")
-    scoring.add_argument("--no-grader-report", action="store_true",
-                         help="skip grading with the other grader (and grader_disagreements.md)")
-    scoring.add_argument("--validation-set", default=None, metavar="NAME",
-                         help="the benchmark that drove Δt in training (validation.dataset), left out of OOD Avg: "
-                              f"one of {', '.join(AVG_BENCHMARKS)} (default: {PAPER_VALIDATION_SET}, the paper's; "
-                              "score-only: the one the run.json beside the completions records, else "
-                              f"{PAPER_VALIDATION_SET})")
-    scoring.add_argument("--paper-model", default="auto",
-                         help="published rows to show: auto (from the model path), none or a configs/model name")
+    scoring.add_argument(
+        "--answer-key",
+        default="corrected",
+        choices=ANSWER_KEYS,
+        help="corrected (the curated answers and their accepted spellings) or released "
+        "(the released key exactly; needs local copies or the released parquet files)",
+    )
+    scoring.add_argument(
+        "--grader",
+        default="cpmobius",
+        choices=GRADERS,
+        help="cpmobius (this project's grader) or released (an imitation of the released one)",
+    )
+    scoring.add_argument(
+        "--no-grader-report",
+        action="store_true",
+        help="skip grading with the other grader (and grader_disagreements.md)",
+    )
+    scoring.add_argument(
+        "--validation-set",
+        default=None,
+        metavar="NAME",
+        help="the benchmark that drove Δt in training (validation.dataset), left out of OOD Avg: "
+        f"one of {', '.join(AVG_BENCHMARKS)} (default: {PAPER_VALIDATION_SET}, the paper's; "
+        "score-only: the one the run.json beside the completions records, else "
+        f"{PAPER_VALIDATION_SET})",
+    )
+    scoring.add_argument(
+        "--paper-model",
+        default="auto",
+        help="published rows to show: auto (from the model path), none or a configs/model name",
+    )
     scoring.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CIs")
-    p.add_argument("--out", default=None,
-                   help=f"output folder (default: {DEFAULT_OUT}; score-only: the completions file's folder)")
+    p.add_argument(
+        "--out", default=None, help=f"output folder (default: {DEFAULT_OUT}; score-only: the completions file's folder)"
+    )
     return p
 
 
@@ -318,24 +419,36 @@ def _score_files(paths: Sequence[str], args: argparse.Namespace) -> tuple[dict[s
     run = json.loads(run_path.read_text()) if run_path.exists() else {}
     limit = args.limit if args.limit is not None else run.get("limit")
     if args.limit is None and limit is not None:
-        print(f"[evaluate] {run_path}: a --limit {limit} run; scoring the first {limit} problems of each benchmark",
-              file=sys.stderr)
+        print(
+            f"[evaluate] {run_path}: a --limit {limit} run; scoring the first {limit} problems of each benchmark",
+            file=sys.stderr,
+        )
     validation_set = args.validation_set or run.get("validation_set") or PAPER_VALIDATION_SET
     ood_benchmarks(validation_set)  # an unknown name fails before anything is loaded
     if args.validation_set is None and "validation_set" in run:
         print(f"[evaluate] {run_path}: validation set {validation_set} (OOD Avg leaves it out)", file=sys.stderr)
     rows, sizes = _load_rows(benches, args, limit)
-    result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap,
-                       benchmark_sizes=sizes, allow_partial=args.allow_partial, allow_uneven=args.allow_uneven_k,
-                       validation_set=validation_set)
+    result = score_run(
+        records,
+        rows,
+        args.answer_key,
+        args.grader,
+        not args.no_grader_report,
+        args.bootstrap,
+        benchmark_sizes=sizes,
+        allow_partial=args.allow_partial,
+        allow_uneven=args.allow_uneven_k,
+        validation_set=validation_set,
+    )
     result["limit"] = limit
     result["generation"] = generation_of(run_path)
     result["completions"] = [str(p) for p in paths]
     return result, run
 
 
-def _write_comparison(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[str, Mapping[str, float]],
-                      out: Path, n_boot: int) -> str:
+def _write_comparison(
+    per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[str, Mapping[str, float]], out: Path, n_boot: int
+) -> str:
     """results.md / results.json in `out`: the models' avg@k side by side, then each later model's
     paired difference from the first (`paired_difference`; none with one model); returns the table.
 
@@ -347,20 +460,39 @@ def _write_comparison(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping
     differences: dict[str, Any] = {}
     for label in labels[1:]:
         if per_model[label]["validation_set"] != first["validation_set"]:
-            raise ValueError(f"{label} and {labels[0]} were scored with different validation sets "
-                             f"({per_model[label]['validation_set']} vs {first['validation_set']}): pass --validation-set")
+            raise ValueError(
+                f"{label} and {labels[0]} were scored with different validation sets "
+                f"({per_model[label]['validation_set']} vs {first['validation_set']}): pass --validation-set"
+            )
         differences[f"{label} − {labels[0]}"] = paired_difference(
-            first["problems"], per_model[label]["problems"], n_boot, validation_set=first["validation_set"])
+            first["problems"], per_model[label]["problems"], n_boot, validation_set=first["validation_set"]
+        )
     table = combined_table(per_model, paper)
     if differences:
         head, _, notes = table.partition("\n\n")
         rows = [difference_row(d, name) for name, d in differences.items()]
-        table = head + "\n" + "\n".join(rows) + "\n\n" + notes.rstrip("\n") + "\n" + (
-            "Difference rows: avg@k of the later model minus the first's, in percentage points, on the same "
-            "problems, [paired 95% bootstrap CI over problems] (an interval that excludes 0 is a change beyond "
-            "sampling noise of the problems and responses).\n")
-    summary = {label: {"summary": r["summary"], "answer_key": r["answer_key"], "grader": r["grader"],
-                       "validation_set": r["validation_set"]} for label, r in per_model.items()}
+        table = (
+            head
+            + "\n"
+            + "\n".join(rows)
+            + "\n\n"
+            + notes.rstrip("\n")
+            + "\n"
+            + (
+                "Difference rows: avg@k of the later model minus the first's, in percentage points, on the same "
+                "problems, [paired 95% bootstrap CI over problems] (an interval that excludes 0 is a change beyond "
+                "sampling noise of the problems and responses).\n"
+            )
+        )
+    summary = {
+        label: {
+            "summary": r["summary"],
+            "answer_key": r["answer_key"],
+            "grader": r["grader"],
+            "validation_set": r["validation_set"],
+        }
+        for label, r in per_model.items()
+    }
     summary["differences"] = differences
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
@@ -390,15 +522,26 @@ def _generate(args: argparse.Namespace) -> str:
     for model, label in zip(args.model, labels):
         records = generate_model(model, label, rows, k, args, out / label)
         record_validation_set(out / label / "run.json", validation_set)
-        result = score_run(records, rows, args.answer_key, args.grader, not args.no_grader_report, args.bootstrap,
-                           benchmark_sizes=sizes, allow_partial=args.allow_partial, allow_uneven=args.allow_uneven_k,
-                           validation_set=validation_set)
+        result = score_run(
+            records,
+            rows,
+            args.answer_key,
+            args.grader,
+            not args.no_grader_report,
+            args.bootstrap,
+            benchmark_sizes=sizes,
+            allow_partial=args.allow_partial,
+            allow_uneven=args.allow_uneven_k,
+            validation_set=validation_set,
+        )
         result["limit"] = args.limit
         result["generation"] = generation_of(out / label / "run.json")
         rows_paper = paper_rows_for(args.paper_model, model)
         paper_by_model[label] = rows_paper
         table = write_results(result, out / label, label=label, paper_rows=rows_paper)
-        if len(args.model) > 1:  # each model's table as it finishes; the side-by-side one is returned (one model: the same table)
+        if (
+            len(args.model) > 1
+        ):  # each model's table as it finishes; the side-by-side one is returned (one model: the same table)
             print(table, end="")
         per_model[label] = result
     return _write_comparison(per_model, merge_paper_rows(paper_by_model), out, args.bootstrap)

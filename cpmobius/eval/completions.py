@@ -55,8 +55,10 @@ def _load_existing(path: Path, expected: Mapping[str, Mapping[str, int]]) -> dic
         if counts == dict(expected[bench]):
             complete[bench] = kept[bench] = recs
         else:
-            print(f"[evaluate] {path}: dropping {len(recs)} responses of {bench!r} (incomplete or other k/problems)",
-                  file=sys.stderr)
+            print(
+                f"[evaluate] {path}: dropping {len(recs)} responses of {bench!r} (incomplete or other k/problems)",
+                file=sys.stderr,
+            )
     if sum(len(r) for r in kept.values()) != len(lines):
         write_jsonl(path, [r for rs in kept.values() for r in rs])
     return complete
@@ -80,14 +82,22 @@ def _check_run(run_path: Path, run: Mapping[str, Any]) -> None:
         keys = ("model", "sampling", "system_prompt", "answer_format", "source", "limit")
         diff = [key for key in keys if old.get(key) != run.get(key)]
         if diff:
-            raise ValueError(f"{run_path.parent} holds a run with other {diff} ({ {k: old.get(k) for k in diff} }); "
-                             "give another --out to start a new run")
+            raise ValueError(
+                f"{run_path.parent} holds a run with other {diff} ({ {k: old.get(k) for k in diff} }); "
+                "give another --out to start a new run"
+            )
     run_path.parent.mkdir(parents=True, exist_ok=True)
     run_path.write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
 
 
-def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[Mapping[str, Any]]],
-                   k: Mapping[str, int], args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+def generate_model(
+    model: str,
+    label: str,
+    rows_by_bench: Mapping[str, Sequence[Mapping[str, Any]]],
+    k: Mapping[str, int],
+    args: argparse.Namespace,
+    out: Path,
+) -> list[dict[str, Any]]:
     """Generate (or resume) one model's completions for every benchmark; return all its records.
 
     Raises:
@@ -95,11 +105,20 @@ def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[
     """
     from cpmobius.eval.generation import SamplingSettings, make_generator
 
-    sampling = SamplingSettings(args.temperature, args.top_p, args.repetition_penalty, args.max_new_tokens,
-                                args.greedy, args.seed)
-    run = {"model": model, "label": label, "sampling": sampling.as_dict(), "system_prompt": args.system_prompt,
-           "answer_format": args.answer_format, "source": args.source, "limit": args.limit, "k": dict(k),
-           "paper_model": args.paper_model}
+    sampling = SamplingSettings(
+        args.temperature, args.top_p, args.repetition_penalty, args.max_new_tokens, args.greedy, args.seed
+    )
+    run = {
+        "model": model,
+        "label": label,
+        "sampling": sampling.as_dict(),
+        "system_prompt": args.system_prompt,
+        "answer_format": args.answer_format,
+        "source": args.source,
+        "limit": args.limit,
+        "k": dict(k),
+        "paper_model": args.paper_model,
+    }
     _check_run(out / "run.json", run)
     expected = {b: {str(r["id"]): k[b] for r in rows} for b, rows in rows_by_bench.items()}
     path = out / "completions.jsonl"
@@ -110,10 +129,17 @@ def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[
             print(f"[evaluate] {label} {bench}: {len(done[bench])} responses already there, skipped", file=sys.stderr)
             continue
         if generator is None:
-            generator = make_generator(model, sampling, args.backend, device=args.device, dtype=args.dtype,
-                                       batch_size=args.batch_size, tensor_parallel_size=args.tensor_parallel_size,
-                                       gpu_memory_utilization=args.gpu_memory_utilization,
-                                       max_model_len=args.max_model_len)
+            generator = make_generator(
+                model,
+                sampling,
+                args.backend,
+                device=args.device,
+                dtype=args.dtype,
+                batch_size=args.batch_size,
+                tensor_parallel_size=args.tensor_parallel_size,
+                gpu_memory_utilization=args.gpu_memory_utilization,
+                max_model_len=args.max_model_len,
+            )
             run["backend"] = generator.backend
             # The \boxed{} instruction as in training (player.answer_format), resolved from this model's template.
             answer_instruction = resolve_answer_instruction(args.answer_format, generator.tokenizer, args.system_prompt)
@@ -121,23 +147,39 @@ def generate_model(model: str, label: str, rows_by_bench: Mapping[str, Sequence[
             (out / "run.json").write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
         start = time.perf_counter()
         # Token ids straight from the chat template: the engine adds no second BOS (Llama-based models).
-        prompts = [encode_prompt(generator.tokenizer, r["problem"], args.system_prompt, answer_instruction) for r in rows]
+        prompts = [
+            encode_prompt(generator.tokenizer, r["problem"], args.system_prompt, answer_instruction) for r in rows
+        ]
         check_prompts_fit(bench, rows, prompts, getattr(generator, "context_tokens", None))
-        outputs = generator.generate([p.token_ids for p in prompts], k[bench], STOP_STRINGS.get(bench, ()),
-                                     desc=f"{label} {bench}")
-        records = [{"benchmark": bench, "problem_id": str(row["id"]), "sample": j, "response": c.text,
-                    "finish_reason": c.finish_reason, "response_tokens": c.response_tokens, "model": label,
-                    **({"prompt": prompt.text} if j == 0 else {})}
-                   for row, prompt, completions in zip(rows, prompts, outputs) for j, c in enumerate(completions)]
+        outputs = generator.generate(
+            [p.token_ids for p in prompts], k[bench], STOP_STRINGS.get(bench, ()), desc=f"{label} {bench}"
+        )
+        records = [
+            {
+                "benchmark": bench,
+                "problem_id": str(row["id"]),
+                "sample": j,
+                "response": c.text,
+                "finish_reason": c.finish_reason,
+                "response_tokens": c.response_tokens,
+                "model": label,
+                **({"prompt": prompt.text} if j == 0 else {}),
+            }
+            for row, prompt, completions in zip(rows, prompts, outputs)
+            for j, c in enumerate(completions)
+        ]
         _append(path, records)
         done[bench] = records
-        print(f"[evaluate] {label} {bench}: {len(records)} responses in {time.perf_counter() - start:.1f} s",
-              file=sys.stderr)
+        print(
+            f"[evaluate] {label} {bench}: {len(records)} responses in {time.perf_counter() - start:.1f} s",
+            file=sys.stderr,
+        )
     return [r for bench in rows_by_bench for r in done[bench]]
 
 
-def check_prompts_fit(bench: str, rows: Sequence[Mapping[str, Any]], prompts: Sequence[Any],
-                      context_tokens: Optional[int]) -> None:
+def check_prompts_fit(
+    bench: str, rows: Sequence[Mapping[str, Any]], prompts: Sequence[Any], context_tokens: Optional[int]
+) -> None:
     """Refuse prompts that leave no room for a response in the model's context.
 
     # CPMöbius: nothing is cut silently; an engine would reject or truncate such a prompt.
@@ -150,9 +192,11 @@ def check_prompts_fit(bench: str, rows: Sequence[Mapping[str, Any]], prompts: Se
     over = [(str(row["id"]), len(p.token_ids)) for row, p in zip(rows, prompts) if len(p.token_ids) >= context_tokens]
     if over:
         problem_id, tokens = over[0]
-        raise ValueError(f"{bench}: {len(over)} of {len(rows)} prompts leave no room for a response in the model's "
-                         f"context of {context_tokens} tokens (problem {problem_id}: {tokens} tokens); nothing is "
-                         "cut: raise --max-model-len, or evaluate without those problems")
+        raise ValueError(
+            f"{bench}: {len(over)} of {len(rows)} prompts leave no room for a response in the model's "
+            f"context of {context_tokens} tokens (problem {problem_id}: {tokens} tokens); nothing is "
+            "cut: raise --max-model-len, or evaluate without those problems"
+        )
 
 
 def read_completions(path: str | Path) -> list[dict[str, Any]]:

@@ -55,8 +55,11 @@ BUILTIN_BENCHMARKS = ("demo",)
 INSTRUCTION_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
 """The verl-schema suffix of every released evaluation prompt; the released loader strips it."""
 
-STOP_STRINGS = {"aime24": ("\n###\nProblem: ", "<|eot_id|>"), "aime25": ("\n###\nProblem: ", "<|eot_id|>"),
-                "math500": ("\n###\nProblem: ", "<|eot_id|>")}
+STOP_STRINGS = {
+    "aime24": ("\n###\nProblem: ", "<|eot_id|>"),
+    "aime25": ("\n###\nProblem: ", "<|eot_id|>"),
+    "math500": ("\n###\nProblem: ", "<|eot_id|>"),
+}
 """Extra stop strings of the released evaluation (only these three tasks), notes §5.1."""
 
 ANSWER_KEYS = ("corrected", "released")
@@ -86,21 +89,57 @@ class HubSource:
 
 
 HUB_SOURCES = {
-    "amc": HubSource("AI-MO/aimo-validation-amc", "train", "problem", "answer", id_field="id",
-                     note="83 AMC 12 2022-2023 problems; the origin of the released amc_x10.parquet (float answers)"),
-    "aime24": HubSource("HuggingFaceH4/aime_2024", "train", "problem", "answer", id_field="id",
-                        note="30 AIME 2024 problems; answers without the released file's leading zeros"),
-    "aime25": HubSource("math-ai/aime25", "test", "problem", "answer", id_field="id",
-                        note="30 AIME 2025 problems; a few wordings differ from the released file (MANIFEST §3)"),
-    "math500": HubSource("HuggingFaceH4/MATH-500", "test", "problem", "answer", id_field="unique_id",
-                         note="the official MATH-500 split, same strings as the released math_x5.parquet"),
-    "minerva_math": HubSource("math-ai/minervamath", "test", "question", "answer",
-                              note="272 Minerva (OCW) problems with the original keys (the corrected key)"),
-    "olympiadbench": HubSource("Hothan/OlympiadBench", "train", "question", "final_answer",
-                               config="OE_TO_maths_en_COMP", id_field="id",
-                               note="OpenBMB OE_TO_maths_en_COMP, 675 rows; final_answer is a list of $…$ strings"),
-    "amc23": HubSource("math-ai/amc23", "test", "question", "answer",
-                       note="the 40 AMC 2023 problems of Qwen2.5-Math's evaluation"),
+    "amc": HubSource(
+        "AI-MO/aimo-validation-amc",
+        "train",
+        "problem",
+        "answer",
+        id_field="id",
+        note="83 AMC 12 2022-2023 problems; the origin of the released amc_x10.parquet (float answers)",
+    ),
+    "aime24": HubSource(
+        "HuggingFaceH4/aime_2024",
+        "train",
+        "problem",
+        "answer",
+        id_field="id",
+        note="30 AIME 2024 problems; answers without the released file's leading zeros",
+    ),
+    "aime25": HubSource(
+        "math-ai/aime25",
+        "test",
+        "problem",
+        "answer",
+        id_field="id",
+        note="30 AIME 2025 problems; a few wordings differ from the released file (MANIFEST §3)",
+    ),
+    "math500": HubSource(
+        "HuggingFaceH4/MATH-500",
+        "test",
+        "problem",
+        "answer",
+        id_field="unique_id",
+        note="the official MATH-500 split, same strings as the released math_x5.parquet",
+    ),
+    "minerva_math": HubSource(
+        "math-ai/minervamath",
+        "test",
+        "question",
+        "answer",
+        note="272 Minerva (OCW) problems with the original keys (the corrected key)",
+    ),
+    "olympiadbench": HubSource(
+        "Hothan/OlympiadBench",
+        "train",
+        "question",
+        "final_answer",
+        config="OE_TO_maths_en_COMP",
+        id_field="id",
+        note="OpenBMB OE_TO_maths_en_COMP, 675 rows; final_answer is a list of $…$ strings",
+    ),
+    "amc23": HubSource(
+        "math-ai/amc23", "test", "question", "answer", note="the 40 AMC 2023 problems of Qwen2.5-Math's evaluation"
+    ),
 }
 """Hub source per benchmark (README "Reproduce the paper" lists them)."""
 
@@ -161,9 +200,14 @@ def _as_list(value: Any) -> list:
 def _row(name: str, i: int, problem: Any, answer_upstream: Any, row_id: Any = None) -> dict[str, Any]:
     """A uniform row from a released/hub record (corrected key = the normalised released key)."""
     forms = [plain_answer(a) for a in _as_list(answer_upstream)]
-    return {"id": f"{name}-{row_id if row_id is not None else i}", "problem": strip_instruction(problem),
-            "answer": forms[0] if forms else "", "alt_answers": list(dict.fromkeys(forms[1:])),
-            "answer_upstream": _jsonable(answer_upstream), "flags": []}
+    return {
+        "id": f"{name}-{row_id if row_id is not None else i}",
+        "problem": strip_instruction(problem),
+        "answer": forms[0] if forms else "",
+        "alt_answers": list(dict.fromkeys(forms[1:])),
+        "answer_upstream": _jsonable(answer_upstream),
+        "flags": [],
+    }
 
 
 def _jsonable(value: Any) -> Any:
@@ -244,8 +288,9 @@ def _read_file(name: str, path: Path) -> list[dict[str, Any]]:
             raise ValueError(f"benchmark {name!r}: {path}:{error.line_no}: {error.reason}") from None
 
 
-def load_benchmark(name: str, data_dir: str | Path | None = None, *, source: str = "local",
-                   path: str | Path | None = None) -> list[dict[str, Any]]:
+def load_benchmark(
+    name: str, data_dir: str | Path | None = None, *, source: str = "local", path: str | Path | None = None
+) -> list[dict[str, Any]]:
     """One benchmark as uniform rows (one per problem).
 
     Args:
@@ -286,7 +331,8 @@ def load_benchmark(name: str, data_dir: str | Path | None = None, *, source: str
             raise FileNotFoundError(
                 f"benchmark {name!r}: no file {path}. Fetch the benchmarks with `python scripts/fetch_benchmarks.py "
                 f"--out data/eval` (from the Hugging Face hub), load them from the hub with --source hub, give "
-                f"--data-dir DIR or --data-file {name}=PATH, or try the pipeline on the built-in --benchmarks demo")
+                f"--data-dir DIR or --data-file {name}=PATH, or try the pipeline on the built-in --benchmarks demo"
+            )
         rows = _read_file(name, path)
     for i, row in enumerate(rows):
         if "id" not in row or "answer" not in row:
@@ -296,8 +342,9 @@ def load_benchmark(name: str, data_dir: str | Path | None = None, *, source: str
     return rows
 
 
-def gold_answers(rows: Sequence[Mapping[str, Any]], answer_key: str = "corrected",
-                 first_only: bool = False) -> dict[str, list[str]]:
+def gold_answers(
+    rows: Sequence[Mapping[str, Any]], answer_key: str = "corrected", first_only: bool = False
+) -> dict[str, list[str]]:
     """problem id → accepted answers (strings, duplicates dropped).
 
     Args:
@@ -317,8 +364,10 @@ def gold_answers(rows: Sequence[Mapping[str, Any]], answer_key: str = "corrected
             accepted = [str(row["answer"])] + [str(a) for a in row.get("alt_answers") or []]
         else:
             if "answer_upstream" not in row:
-                raise ValueError(f"answer_key=released needs the released key ('answer_upstream'), which {row['id']!r} "
-                                 "lacks: use the local copies or the released parquet files, not the hub")
+                raise ValueError(
+                    f"answer_key=released needs the released key ('answer_upstream'), which {row['id']!r} "
+                    "lacks: use the local copies or the released parquet files, not the hub"
+                )
             # Surrounding white space only (the released Minerva forms end in "\n"; its grader strips too).
             accepted = [str(a).strip() for a in _as_list(row["answer_upstream"])]
         accepted = list(dict.fromkeys(accepted))
@@ -326,8 +375,9 @@ def gold_answers(rows: Sequence[Mapping[str, Any]], answer_key: str = "corrected
     return golds
 
 
-def render_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = None,
-                  answer_instruction: Optional[str] = None) -> str:
+def render_prompt(
+    tokenizer: Any, problem: str, system_prompt: Optional[str] = None, answer_instruction: Optional[str] = None
+) -> str:
     """The evaluation prompt text of one problem: the model's chat template, one user turn
     (`cpmobius.prompts.player_prompt`, as in training: ``answer_instruction`` from ``--answer-format``).
 
@@ -338,8 +388,9 @@ def render_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = N
 
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("the model's tokenizer has no chat template; the released evaluation prompts through it")
-    return tokenizer.apply_chat_template(player_prompt(problem, system_prompt, answer_instruction), tokenize=False,
-                                         add_generation_prompt=True)
+    return tokenizer.apply_chat_template(
+        player_prompt(problem, system_prompt, answer_instruction), tokenize=False, add_generation_prompt=True
+    )
 
 
 @dataclass(frozen=True)
@@ -350,8 +401,9 @@ class EncodedPrompt:
     token_ids: list[int] = field(default_factory=list)
 
 
-def encode_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = None,
-                  answer_instruction: Optional[str] = None) -> EncodedPrompt:
+def encode_prompt(
+    tokenizer: Any, problem: str, system_prompt: Optional[str] = None, answer_instruction: Optional[str] = None
+) -> EncodedPrompt:
     """The evaluation prompt of one problem as text and as token ids, both from the chat template.
 
     The ids are `apply_chat_template(..., tokenize=True)`: the template's own special tokens only
@@ -363,8 +415,9 @@ def encode_prompt(tokenizer: Any, problem: str, system_prompt: Optional[str] = N
     from cpmobius.prompts import player_prompt
 
     text = render_prompt(tokenizer, problem, system_prompt, answer_instruction)
-    ids = tokenizer.apply_chat_template(player_prompt(problem, system_prompt, answer_instruction), tokenize=True,
-                                        add_generation_prompt=True)
+    ids = tokenizer.apply_chat_template(
+        player_prompt(problem, system_prompt, answer_instruction), tokenize=True, add_generation_prompt=True
+    )
     if isinstance(ids, Mapping):  # transformers >= 5 returns a BatchEncoding
         ids = ids["input_ids"]
     ids = list(ids)

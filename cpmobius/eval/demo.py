@@ -34,6 +34,14 @@ _PROBLEMS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 
 def demo_rows() -> list[dict[str, Any]]:
     """The `demo` benchmark as uniform rows (`demo-0` … `demo-7`), fresh copies on every call."""
-    return [{"id": f"demo-{i}", "problem": problem, "answer": answer, "alt_answers": list(alt),
-             "answer_upstream": answer, "flags": []}
-            for i, (problem, answer, alt) in enumerate(_PROBLEMS)]
+    return [
+        {
+            "id": f"demo-{i}",
+            "problem": problem,
+            "answer": answer,
+            "alt_answers": list(alt),
+            "answer_upstream": answer,
+            "flags": [],
+        }
+        for i, (problem, answer, alt) in enumerate(_PROBLEMS)
+    ]

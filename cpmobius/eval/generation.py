@@ -92,9 +92,9 @@ class Generator(Protocol):
     tokenizer: Any
     context_tokens: Optional[int]  # prompt + response tokens the model takes (None: unknown)
 
-    def generate(self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (),
-                 desc: str = "") -> list[list[Completion]]:
-        ...
+    def generate(
+        self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (), desc: str = ""
+    ) -> list[list[Completion]]: ...
 
 
 @dataclass(frozen=True)
@@ -134,9 +134,15 @@ def vllm_sampling_kwargs(sampling: SamplingSettings, n: int, stop: Sequence[str]
         (kwargs, copies): greedy → n=1, temperature 0, top-p 1, copies n; sampling → n=n, copies 1.
     """
     plan = plan_request(n, sampling.greedy)
-    kwargs = dict(n=plan.samples_per_prompt, temperature=0.0 if sampling.greedy else sampling.temperature,
-                  top_p=1.0 if sampling.greedy else sampling.top_p, repetition_penalty=sampling.repetition_penalty,
-                  max_tokens=sampling.max_new_tokens, stop=list(stop) or None, seed=sampling.seed)
+    kwargs = dict(
+        n=plan.samples_per_prompt,
+        temperature=0.0 if sampling.greedy else sampling.temperature,
+        top_p=1.0 if sampling.greedy else sampling.top_p,
+        repetition_penalty=sampling.repetition_penalty,
+        max_tokens=sampling.max_new_tokens,
+        stop=list(stop) or None,
+        seed=sampling.seed,
+    )
     return kwargs, plan.copies
 
 
@@ -186,8 +192,14 @@ class VLLMGenerator:
     def __post_init__(self) -> None:
         from vllm import LLM
 
-        kwargs = dict(model=self.model, tensor_parallel_size=self.tensor_parallel_size, trust_remote_code=True,
-                      gpu_memory_utilization=self.gpu_memory_utilization, dtype=self.dtype, seed=self.sampling.seed)
+        kwargs = dict(
+            model=self.model,
+            tensor_parallel_size=self.tensor_parallel_size,
+            trust_remote_code=True,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            dtype=self.dtype,
+            seed=self.sampling.seed,
+        )
         if self.max_model_len:
             kwargs["max_model_len"] = self.max_model_len
         self.llm = LLM(**kwargs)
@@ -195,15 +207,24 @@ class VLLMGenerator:
         model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
         self.context_tokens = int(getattr(model_config, "max_model_len", 0) or self.max_model_len or 0) or None
 
-    def generate(self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (),
-                 desc: str = "") -> list[list[Completion]]:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (), desc: str = ""
+    ) -> list[list[Completion]]:
         from vllm import SamplingParams
 
         # CPMöbius: n=k samples per prompt (released: k copies of each row, n=1 each); greedy: n=1, copied k times.
         kwargs, copies = vllm_sampling_kwargs(self.sampling, n, stop)
         outputs = self.llm.generate(vllm_inputs(prompts), SamplingParams(**kwargs), use_tqdm=True)
-        return replicate([[Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
-                           for o in out.outputs] for out in outputs], copies)
+        return replicate(
+            [
+                [
+                    Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
+                    for o in out.outputs
+                ]
+                for out in outputs
+            ],
+            copies,
+        )
 
 
 @dataclass
@@ -234,8 +255,12 @@ class HFGenerator:
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1 (got {self.batch_size})")
         device = ("cuda" if torch.cuda.is_available() else "cpu") if self.device == "auto" else self.device
-        dtype = {"auto": torch.bfloat16 if device.startswith("cuda") else torch.float32, "bfloat16": torch.bfloat16,
-                 "float16": torch.float16, "float32": torch.float32}.get(self.dtype)
+        dtype = {
+            "auto": torch.bfloat16 if device.startswith("cuda") else torch.float32,
+            "bfloat16": torch.bfloat16,
+            "float16": torch.float16,
+            "float32": torch.float32,
+        }.get(self.dtype)
         if dtype is None:
             raise ValueError(f"unknown dtype {self.dtype!r}; expected auto, bfloat16, float16 or float32")
         self.tokenizer = AutoTokenizer.from_pretrained(self.model, trust_remote_code=True)
@@ -254,8 +279,9 @@ class HFGenerator:
             ids.append(self.tokenizer.eos_token_id)
         return ids
 
-    def generate(self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (),
-                 desc: str = "") -> list[list[Completion]]:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], n: int, stop: Sequence[str] = (), desc: str = ""
+    ) -> list[list[Completion]]:
         import torch
         from tqdm.auto import tqdm
 
@@ -272,10 +298,16 @@ class HFGenerator:
             for start in range(0, len(order), self.batch_size):
                 idx = order[start : start + self.batch_size]
                 ids, mask = left_pad([jobs[j][1] for j in idx], self.tokenizer.pad_token_id)
-                enc = {"input_ids": torch.tensor(ids, device=self.device),
-                       "attention_mask": torch.tensor(mask, device=self.device)}
-                kwargs = dict(max_new_tokens=s.max_new_tokens, repetition_penalty=s.repetition_penalty,
-                              eos_token_id=eos, pad_token_id=self.tokenizer.pad_token_id)
+                enc = {
+                    "input_ids": torch.tensor(ids, device=self.device),
+                    "attention_mask": torch.tensor(mask, device=self.device),
+                }
+                kwargs = dict(
+                    max_new_tokens=s.max_new_tokens,
+                    repetition_penalty=s.repetition_penalty,
+                    eos_token_id=eos,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                )
                 if s.greedy:
                     kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
                 else:
@@ -285,7 +317,7 @@ class HFGenerator:
                 with torch.no_grad():
                     out = self.net.generate(**enc, **kwargs)
                 for row, j in enumerate(idx):
-                    done[j] = self._completion(out[row, enc["input_ids"].shape[1]:].tolist(), eos, stop)
+                    done[j] = self._completion(out[row, enc["input_ids"].shape[1] :].tolist(), eos, stop)
                 bar.update(len(idx))
         for j, (i, _) in enumerate(jobs):
             results[i].append(done[j])
@@ -317,7 +349,9 @@ def make_generator(model: str, sampling: SamplingSettings, backend: str = "auto"
         raise ValueError(f"unknown backend {backend!r}; expected auto, vllm or hf")
     if backend == "vllm" or (backend == "auto" and vllm_available()):
         if not vllm_available():
-            raise ValueError("backend=vllm but vllm cannot be imported (pip install 'cpmobius[gpu]'), or use backend=hf")
+            raise ValueError(
+                "backend=vllm but vllm cannot be imported (pip install 'cpmobius[gpu]'), or use backend=hf"
+            )
         keys = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype")
         return VLLMGenerator(model, sampling, **{k: v for k, v in options.items() if k in keys and v is not None})
     keys = ("device", "batch_size", "dtype")

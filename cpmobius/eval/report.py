@@ -20,17 +20,22 @@ PAPER_RESULTS: dict[str, dict[str, dict[str, float]]] = {
     # only published numbers in our notes). Per-benchmark cells are not in the notes: they stay "—".
     # Avg / OOD Avg as printed in that table (not recomputed; §5.4 lists where the table's OOD column
     # disagrees with the mean of its own columns).
-    "qwen2p5_math_1p5b": {"Qwen2.5-Math-1.5B": {"Avg": 23.3, "OOD Avg": 19.8},
-                          "CPMöbius": {"Avg": 28.8, "OOD Avg": 26.8}},
-    "qwen2p5_math_7b_instruct": {"Qwen2.5-Math-7B-Instruct": {"OOD Avg": 33.0},
-                                 "CPMöbius": {"OOD Avg": 38.4}},
+    "qwen2p5_math_1p5b": {
+        "Qwen2.5-Math-1.5B": {"Avg": 23.3, "OOD Avg": 19.8},
+        "CPMöbius": {"Avg": 28.8, "OOD Avg": 26.8},
+    },
+    "qwen2p5_math_7b_instruct": {"Qwen2.5-Math-7B-Instruct": {"OOD Avg": 33.0}, "CPMöbius": {"OOD Avg": 38.4}},
     "octothinker_3b": {"CPMöbius": {"OOD Avg": 22.0}},
     "openmath_nemotron_1p5b": {},
 }
 """Published numbers per base model (configs/model names), row label → column header → percent."""
 
-PAPER_MODEL_PATTERNS = {"qwen2p5_math_1p5b": "qwen2.5-math-1.5b", "qwen2p5_math_7b_instruct": "qwen2.5-math-7b-instruct",
-                        "octothinker_3b": "octothinker-3b", "openmath_nemotron_1p5b": "openmath-nemotron-1.5b"}
+PAPER_MODEL_PATTERNS = {
+    "qwen2p5_math_1p5b": "qwen2.5-math-1.5b",
+    "qwen2p5_math_7b_instruct": "qwen2.5-math-7b-instruct",
+    "octothinker_3b": "octothinker-3b",
+    "openmath_nemotron_1p5b": "openmath-nemotron-1.5b",
+}
 """Lower-case text in a model path that names its base model (for `paper_model_for`)."""
 
 
@@ -76,8 +81,9 @@ def _k_text(entry: Mapping[str, Any]) -> str:
 def _extra_columns(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(header, key) of the evaluated benchmarks outside the paper's columns (amc23, demo), after OOD Avg."""
     known = {key for _, key in TABLE_COLUMNS}
-    return [(key, key) for key, entry in summary.items()
-            if key not in known and isinstance(entry, Mapping) and "k" in entry]
+    return [
+        (key, key) for key, entry in summary.items() if key not in known and isinstance(entry, Mapping) and "k" in entry
+    ]
 
 
 def _header(key: str) -> str:
@@ -96,11 +102,15 @@ def validation_set_notes(summary: Mapping[str, Any], with_paper_rows: bool = Fal
     if name == PAPER_VALIDATION_SET:
         return []
     left_out, paper = _header(name), _header(PAPER_VALIDATION_SET)
-    notes = [f"OOD Avg leaves out {left_out}, the validation set that drove Δt in training (--validation-set "
-             f"{name}); the paper's OOD Avg leaves out {paper}."]
+    notes = [
+        f"OOD Avg leaves out {left_out}, the validation set that drove Δt in training (--validation-set "
+        f"{name}); the paper's OOD Avg leaves out {paper}."
+    ]
     if with_paper_rows:
-        notes.append(f"Paper rows' OOD Avg is without {paper} (the paper's validation set): comparable with ours "
-                     f"only with --validation-set {PAPER_VALIDATION_SET}, so not here.")
+        notes.append(
+            f"Paper rows' OOD Avg is without {paper} (the paper's validation set): comparable with ours "
+            f"only with --validation-set {PAPER_VALIDATION_SET}, so not here."
+        )
     return notes
 
 
@@ -122,24 +132,39 @@ def table_notes(summary: Mapping[str, Any], with_paper_rows: bool = False) -> li
         if entry.get("reason"):
             notes.append(f"{name} —: {entry['reason']}.")
         elif entry.get("partial_benchmarks"):
-            notes.append(f"{PARTIAL_MARK} {name} averages partial benchmarks (--allow-partial): "
-                         f"{', '.join(entry['partial_benchmarks'])}.")
-    sliced = [f"{h} {e['n_problems_expected']}/{e['n_problems_benchmark']}" for h, _, e in benches
-              if e.get("n_problems_benchmark", 0) > e.get("n_problems_expected", 0)]
+            notes.append(
+                f"{PARTIAL_MARK} {name} averages partial benchmarks (--allow-partial): "
+                f"{', '.join(entry['partial_benchmarks'])}."
+            )
+    sliced = [
+        f"{h} {e['n_problems_expected']}/{e['n_problems_benchmark']}"
+        for h, _, e in benches
+        if e.get("n_problems_benchmark", 0) > e.get("n_problems_expected", 0)
+    ]
     if sliced:
-        notes.append(f"Slice (--limit): problems evaluated / in the benchmark: {', '.join(sliced)}; "
-                     "not comparable with the paper's numbers.")
+        notes.append(
+            f"Slice (--limit): problems evaluated / in the benchmark: {', '.join(sliced)}; "
+            "not comparable with the paper's numbers."
+        )
     notes.extend(validation_set_notes(summary, with_paper_rows))
-    failed = [f"{h} {e['grading']['timeout']} timeouts, {e['grading']['error']} errors" for h, _, e in benches
-              if "grading" in e and e["grading"]["timeout"] + e["grading"]["error"]]
-    notes.append(f"Grading failures (responses, counted wrong): {'; '.join(failed)}." if failed
-                 else "Grading failures: none.")
+    failed = [
+        f"{h} {e['grading']['timeout']} timeouts, {e['grading']['error']} errors"
+        for h, _, e in benches
+        if "grading" in e and e["grading"]["timeout"] + e["grading"]["error"]
+    ]
+    notes.append(
+        f"Grading failures (responses, counted wrong): {'; '.join(failed)}." if failed else "Grading failures: none."
+    )
     return notes
 
 
-def markdown_table(summary: Mapping[str, Any], paper_row: Optional[Mapping[str, float]] = None,
-                   label: str = "ours", paper_rows: Optional[Mapping[str, Mapping[str, float]]] = None,
-                   metrics: Sequence[str] = METRICS) -> str:
+def markdown_table(
+    summary: Mapping[str, Any],
+    paper_row: Optional[Mapping[str, float]] = None,
+    label: str = "ours",
+    paper_rows: Optional[Mapping[str, Mapping[str, float]]] = None,
+    metrics: Sequence[str] = METRICS,
+) -> str:
     """A markdown table in the paper's column order, one row per metric, cells `value [lo, hi]`.
 
     Args:
@@ -164,32 +189,41 @@ def markdown_table(summary: Mapping[str, Any], paper_row: Optional[Mapping[str, 
     for metric in metrics:
         cells = [_cell(summary.get(key), metric) for _, key in columns]
         lines.append(f"| {label} {metric} | " + " | ".join(cells) + " |")
-    ks = ", ".join(f"{h} {_k_text(summary[key])}" for h, key in [*TABLE_COLUMNS[:6], *columns[len(TABLE_COLUMNS):]]
-                   if key in summary)
+    ks = ", ".join(
+        f"{h} {_k_text(summary[key])}"
+        for h, key in [*TABLE_COLUMNS[:6], *columns[len(TABLE_COLUMNS) :]]
+        if key in summary
+    )
     lines.append("")
     lines.append(f"k (responses per problem): {ks or '—'}. Cells: percent, [95% bootstrap CI over problems].")
     lines.extend(table_notes(summary, with_paper_rows=bool(rows)))
     if rows:
-        lines.append("Paper rows: the released README table; "
-                     "\"—\" where our notes give no published number.")
+        lines.append('Paper rows: the released README table; "—" where our notes give no published number.')
     return "\n".join(lines) + "\n"
 
 
 def disagreement_markdown(rows: Sequence[Mapping[str, Any]], names: tuple[str, str]) -> str:
     """The grader-disagreement report as markdown (one table row per problem)."""
     a, b = names
-    lines = [f"# Grader disagreements: {a} vs {b}", "",
-             f"{len(rows)} problem(s) where the two graders judge at least one response differently.", "",
-             f"| benchmark | problem | gold ({a}) | gold ({b}) | responses differing | extracted ({a}) → verdict "
-             f"| extracted ({b}) → verdict |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Grader disagreements: {a} vs {b}",
+        "",
+        f"{len(rows)} problem(s) where the two graders judge at least one response differently.",
+        "",
+        f"| benchmark | problem | gold ({a}) | gold ({b}) | responses differing | extracted ({a}) → verdict "
+        f"| extracted ({b}) → verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
 
     def esc(x: Any) -> str:
         return str(x).replace("|", "\\|").replace("\n", " ")[:80]
 
     for r in rows:
-        lines.append(f"| {r['benchmark']} | {r['problem_id']} | {esc(r['golds'])} | {esc(r['golds_other'])} | "
-                     f"{r['n_disagree']}/{r['n']} | `{esc(r['example_extracted'])}` → {r['example_correct']} | "
-                     f"`{esc(r['example_extracted_other'])}` → {r['example_correct_other']} |")
+        lines.append(
+            f"| {r['benchmark']} | {r['problem_id']} | {esc(r['golds'])} | {esc(r['golds_other'])} | "
+            f"{r['n_disagree']}/{r['n']} | `{esc(r['example_extracted'])}` → {r['example_correct']} | "
+            f"`{esc(r['example_extracted_other'])}` → {r['example_correct_other']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -199,21 +233,31 @@ def generation_note(run: Mapping[str, Any]) -> Optional[str]:
     s = run.get("sampling")
     if not s:
         return None
-    decoding = ("greedy (temperature 0, top-p 1.0)" if s.get("greedy")
-                else f"sampled (temperature {s.get('temperature')}, top-p {s.get('top_p')}, seed {s.get('seed')})")
-    line = (f"Generation: {decoding}, repetition penalty {s.get('repetition_penalty')}, "
-            f"at most {s.get('max_new_tokens')} new tokens")
+    decoding = (
+        "greedy (temperature 0, top-p 1.0)"
+        if s.get("greedy")
+        else f"sampled (temperature {s.get('temperature')}, top-p {s.get('top_p')}, seed {s.get('seed')})"
+    )
+    line = (
+        f"Generation: {decoding}, repetition penalty {s.get('repetition_penalty')}, "
+        f"at most {s.get('max_new_tokens')} new tokens"
+    )
     if "answer_format" in run:
         instruction = run.get("answer_instruction")
-        line += f"; answer format {run['answer_format']}" + (f' (appended: "{instruction}")' if instruction else
-                                                              " (nothing appended)")
+        line += f"; answer format {run['answer_format']}" + (
+            f' (appended: "{instruction}")' if instruction else " (nothing appended)"
+        )
     if run.get("system_prompt"):
         line += f'; system prompt "{run["system_prompt"]}"'
     return line + "."
 
 
-def write_results(result: Mapping[str, Any], out_dir: str | Path, label: str = "ours",
-                  paper_rows: Optional[Mapping[str, Mapping[str, float]]] = None) -> str:
+def write_results(
+    result: Mapping[str, Any],
+    out_dir: str | Path,
+    label: str = "ours",
+    paper_rows: Optional[Mapping[str, Mapping[str, float]]] = None,
+) -> str:
     """Write results.json, results.md (and grader_disagreements.md with a comparison); return the table."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -223,9 +267,12 @@ def write_results(result: Mapping[str, Any], out_dir: str | Path, label: str = "
     if note:
         table += f"\n{note}\n"
     if "other_summary" in result:
-        table += (f"\nSame completions, grader={result['other_grader']} (answer_key={result['answer_key']}):\n\n"
-                  + markdown_table(result["other_summary"], label=result["other_grader"], metrics=("avg@k",)))
+        table += (
+            f"\nSame completions, grader={result['other_grader']} (answer_key={result['answer_key']}):\n\n"
+            + markdown_table(result["other_summary"], label=result["other_grader"], metrics=("avg@k",))
+        )
         (out / "grader_disagreements.md").write_text(
-            disagreement_markdown(result["disagreements"], (result["grader"], result["other_grader"])), encoding="utf-8")
+            disagreement_markdown(result["disagreements"], (result["grader"], result["other_grader"])), encoding="utf-8"
+        )
     (out / "results.md").write_text(table, encoding="utf-8")
     return table

@@ -80,8 +80,10 @@ def ood_benchmarks(validation_set: str = PAPER_VALIDATION_SET) -> tuple[str, ...
         ValueError: `validation_set` is not one of `AVG_BENCHMARKS`.
     """
     if validation_set not in AVG_BENCHMARKS:
-        raise ValueError(f"unknown validation set {validation_set!r}: --validation-set takes one of "
-                         f"{', '.join(AVG_BENCHMARKS)} (the benchmark that drove Δt in training, left out of OOD Avg)")
+        raise ValueError(
+            f"unknown validation set {validation_set!r}: --validation-set takes one of "
+            f"{', '.join(AVG_BENCHMARKS)} (the benchmark that drove Δt in training, left out of OOD Avg)"
+        )
     # CPMöbius: the paper fixes AMC here (its validation set); with another Δt set that one is in-distribution
     # instead and is the one left out. The default, amc, is the paper's OOD Avg.
     return tuple(b for b in AVG_BENCHMARKS if b != validation_set)
@@ -90,14 +92,29 @@ def ood_benchmarks(validation_set: str = PAPER_VALIDATION_SET) -> tuple[str, ...
 OOD_BENCHMARKS = ood_benchmarks()
 """The five benchmarks of the paper's OOD Avg column (Avg without AMC)."""
 
-DEFAULT_K = {"aime24": 32, "aime25": 32, "amc": 10, "math500": 5, "minerva_math": 5,
-             "olympiadbench": 5, "amc23": 32, "demo": 4}
+DEFAULT_K = {
+    "aime24": 32,
+    "aime25": 32,
+    "amc": 10,
+    "math500": 5,
+    "minerva_math": 5,
+    "olympiadbench": 5,
+    "amc23": 32,
+    "demo": 4,
+}
 """Responses per problem of the released protocol (amc23 is not in the paper; 32 as for AIME; the
 built-in demo benchmark 4)."""
 
-TABLE_COLUMNS = (("AIME24", "aime24"), ("AIME25", "aime25"), ("AMC", "amc"), ("MATH-500", "math500"),
-                 ("Minerva", "minerva_math"), ("OlympiadBench", "olympiadbench"),
-                 ("Avg", "Avg"), ("OOD Avg", "OOD Avg"))
+TABLE_COLUMNS = (
+    ("AIME24", "aime24"),
+    ("AIME25", "aime25"),
+    ("AMC", "amc"),
+    ("MATH-500", "math500"),
+    ("Minerva", "minerva_math"),
+    ("OlympiadBench", "olympiadbench"),
+    ("Avg", "Avg"),
+    ("OOD Avg", "OOD Avg"),
+)
 """(column header, summary key) in the paper's column order."""
 
 METRICS = ("avg@k", "pass@k", "maj@k")
@@ -106,6 +123,7 @@ GRADERS = ("cpmobius", "released")
 """`grader=cpmobius`: the project's one grader; `grader=released`: its imitation of the released
 evaluation grader (`cpmobius.grading` "released mode": `match_answer`, the `str.strip` quirk, gold
 `lstrip("0")`, first answer of a list only)."""
+
 
 @dataclass
 class ProblemScores:
@@ -131,9 +149,9 @@ class ProblemScores:
     statuses: list[str] = field(default_factory=list)
 
 
-def score_completions(records: Sequence[Mapping[str, Any]],
-                      golds: Mapping[str, Mapping[str, Sequence[str]]],
-                      grader: str = "cpmobius") -> dict[str, list[ProblemScores]]:
+def score_completions(
+    records: Sequence[Mapping[str, Any]], golds: Mapping[str, Mapping[str, Sequence[str]]], grader: str = "cpmobius"
+) -> dict[str, list[ProblemScores]]:
     """Grade every response and take each problem's majority vote.
 
     Args:
@@ -177,12 +195,17 @@ def score_completions(records: Sequence[Mapping[str, Any]],
             results += grade_batch([gold for *_, gold, _ in pairs], [resp for *_, resp in pairs], mode=grader).results
     for bench in grouped:
         # As training's validation does: a benchmark whose every grade failed is not reported as zeros.
-        check_batch([res for (b, *_), res in zip(where, results) if b == bench],
-                    context=f"evaluation of {bench}, grader={grader}; no results written")
+        check_batch(
+            [res for (b, *_), res in zip(where, results) if b == bench],
+            context=f"evaluation of {bench}, grader={grader}; no results written",
+        )
     out: dict[str, dict[str, ProblemScores]] = {
-        bench: {pid: ProblemScores(pid, list(golds[bench][pid]), [False] * len(resps), [None] * len(resps))
-                for pid, resps in problems.items()}
-        for bench, problems in grouped.items()}
+        bench: {
+            pid: ProblemScores(pid, list(golds[bench][pid]), [False] * len(resps), [None] * len(resps))
+            for pid, resps in problems.items()
+        }
+        for bench, problems in grouped.items()
+    }
     pair_statuses: dict[tuple[str, str, int], list[str]] = {}
     for (bench, pid, j, g), res in zip(where, results):
         ps = out[bench][pid]
@@ -205,7 +228,8 @@ def score_completions(records: Sequence[Mapping[str, Any]],
             answered = [a for a in ps.extracted if a is not None]
             ps.maj_label = majority_vote(answers=answered, mode=grader).pseudo_label
             ps.maj_correct = ps.maj_label is not None and any(
-                ok for ans, ok in zip(ps.extracted, ps.correct) if ans == ps.maj_label)
+                ok for ans, ok in zip(ps.extracted, ps.correct) if ans == ps.maj_label
+            )
     return {bench: list(problems.values()) for bench, problems in out.items()}
 
 
@@ -280,19 +304,24 @@ def maj_at_k(extracted: Sequence[Optional[str]], golds: Sequence[str]) -> bool:
     return any(r.correct for r in grade_batch(list(golds), ["\\boxed{" + label + "}"] * len(golds)).results)
 
 
-def golds_for(rows_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]], answer_key: str,
-              grader: str) -> dict[str, dict[str, list[str]]]:
+def golds_for(
+    rows_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]], answer_key: str, grader: str
+) -> dict[str, dict[str, list[str]]]:
     """benchmark → problem id → accepted answers for one answer key and one grader.
 
     The released grader used only the first element of a list-valued key (notes §5.2), so with
     `grader=released` only the first accepted answer is kept.
     """
-    return {b: gold_answers(rows, answer_key, first_only=(grader == "released"))
-            for b, rows in rows_by_benchmark.items()}
+    return {
+        b: gold_answers(rows, answer_key, first_only=(grader == "released")) for b, rows in rows_by_benchmark.items()
+    }
 
 
-def grader_disagreements(primary: Mapping[str, Sequence[ProblemScores]], other: Mapping[str, Sequence[ProblemScores]],
-                         responses: Mapping[tuple[str, str], Sequence[Optional[str]]]) -> list[dict[str, Any]]:
+def grader_disagreements(
+    primary: Mapping[str, Sequence[ProblemScores]],
+    other: Mapping[str, Sequence[ProblemScores]],
+    responses: Mapping[tuple[str, str], Sequence[Optional[str]]],
+) -> list[dict[str, Any]]:
     """Problems where two gradings of the same responses disagree on at least one response.
 
     Args:
@@ -316,8 +345,19 @@ def grader_disagreements(primary: Mapping[str, Sequence[ProblemScores]], other: 
                 continue
             j = differ[0]
             text = (responses.get((bench, p.problem_id)) or [None] * (j + 1))[j] or ""
-            out.append({"benchmark": bench, "problem_id": p.problem_id, "golds": p.golds, "golds_other": q.golds,
-                        "n": len(p.correct), "n_disagree": len(differ), "example_extracted": p.extracted[j],
-                        "example_extracted_other": q.extracted[j], "example_correct": p.correct[j],
-                        "example_correct_other": q.correct[j], "example_response_tail": text[-300:]})
+            out.append(
+                {
+                    "benchmark": bench,
+                    "problem_id": p.problem_id,
+                    "golds": p.golds,
+                    "golds_other": q.golds,
+                    "n": len(p.correct),
+                    "n_disagree": len(differ),
+                    "example_extracted": p.extracted[j],
+                    "example_extracted_other": q.extracted[j],
+                    "example_correct": p.correct[j],
+                    "example_correct_other": q.correct[j],
+                    "example_response_tail": text[-300:],
+                }
+            )
     return out

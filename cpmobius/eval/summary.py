@@ -102,9 +102,11 @@ def uneven_message(bench: str, problems: Sequence[ProblemScores], limit: int = 1
     n_max = max(ns.values())
     short = [f"{pid} ({n})" for pid, n in ns.items() if n < n_max]
     more = f" and {len(short) - limit} more" if len(short) > limit else ""
-    return (f"{bench}: uneven responses per problem (n_min={min(ns.values())}, n_max={n_max}); problems with "
-            f"fewer than {n_max}: {', '.join(short[:limit])}{more}. Complete the completions, or pass "
-            "--allow-uneven-k to accept them (pass@k then uses k = n_min)")
+    return (
+        f"{bench}: uneven responses per problem (n_min={min(ns.values())}, n_max={n_max}); problems with "
+        f"fewer than {n_max}: {', '.join(short[:limit])}{more}. Complete the completions, or pass "
+        "--allow-uneven-k to accept them (pass@k then uses k = n_min)"
+    )
 
 
 def _benchmark_entry(problems: Sequence[ProblemScores], expected: int, in_benchmark: int) -> dict[str, Any]:
@@ -114,9 +116,17 @@ def _benchmark_entry(problems: Sequence[ProblemScores], expected: int, in_benchm
     for p in problems:
         for status in p.statuses:
             grading[status] += 1
-    return {"n_problems": len(problems), "n_problems_expected": expected, "n_problems_benchmark": in_benchmark,
-            "complete": len(problems) >= expected, "k": min(ns), "n_min": min(ns), "n_max": max(ns),
-            "n_responses": sum(ns), "grading": grading}
+    return {
+        "n_problems": len(problems),
+        "n_problems_expected": expected,
+        "n_problems_benchmark": in_benchmark,
+        "complete": len(problems) >= expected,
+        "k": min(ns),
+        "n_min": min(ns),
+        "n_max": max(ns),
+        "n_responses": sum(ns),
+        "grading": grading,
+    }
 
 
 def _average_blocked(summary: Mapping[str, Any], members: Sequence[str], allow_partial: bool) -> Optional[str]:
@@ -131,11 +141,17 @@ def _average_blocked(summary: Mapping[str, Any], members: Sequence[str], allow_p
     return None
 
 
-def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int = 1000, seed: int = 0, *,
-              problems_expected: Optional[Mapping[str, int]] = None,
-              problems_in_benchmark: Optional[Mapping[str, int]] = None,
-              allow_partial: bool = False, allow_uneven: bool = False,
-              validation_set: str = PAPER_VALIDATION_SET) -> dict[str, Any]:
+def summarise(
+    per_benchmark: Mapping[str, Sequence[ProblemScores]],
+    n_boot: int = 1000,
+    seed: int = 0,
+    *,
+    problems_expected: Optional[Mapping[str, int]] = None,
+    problems_in_benchmark: Optional[Mapping[str, int]] = None,
+    allow_partial: bool = False,
+    allow_uneven: bool = False,
+    validation_set: str = PAPER_VALIDATION_SET,
+) -> dict[str, Any]:
     """Per-benchmark avg@k / pass@k / maj@k (percent) with 95% CIs, plus Avg and OOD Avg.
 
     Args:
@@ -181,8 +197,11 @@ def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int 
         summary[bench] = entry
     for name, members in (("Avg", AVG_BENCHMARKS), ("OOD Avg", ood_members)):
         reason = _average_blocked(summary, members, allow_partial)
-        entry = {"benchmarks": list(members), "reason": reason,
-                 "partial_benchmarks": [] if reason else [b for b in members if not summary[b]["complete"]]}
+        entry = {
+            "benchmarks": list(members),
+            "reason": reason,
+            "partial_benchmarks": [] if reason else [b for b in members if not summary[b]["complete"]],
+        }
         for metric in METRICS:
             if reason is None:
                 # From the per-benchmark numbers (their unscaled means), as the bootstrap computes them.
@@ -196,12 +215,20 @@ def summarise(per_benchmark: Mapping[str, Sequence[ProblemScores]], n_boot: int 
     return summary
 
 
-
-def score_run(records: Sequence[Mapping[str, Any]], rows_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]],
-              answer_key: str = "corrected", grader: str = "cpmobius", compare: bool = True,
-              n_boot: int = 1000, seed: int = 0, *, benchmark_sizes: Optional[Mapping[str, int]] = None,
-              allow_partial: bool = False, allow_uneven: bool = False,
-              validation_set: str = PAPER_VALIDATION_SET) -> dict[str, Any]:
+def score_run(
+    records: Sequence[Mapping[str, Any]],
+    rows_by_benchmark: Mapping[str, Sequence[Mapping[str, Any]]],
+    answer_key: str = "corrected",
+    grader: str = "cpmobius",
+    compare: bool = True,
+    n_boot: int = 1000,
+    seed: int = 0,
+    *,
+    benchmark_sizes: Optional[Mapping[str, int]] = None,
+    allow_partial: bool = False,
+    allow_uneven: bool = False,
+    validation_set: str = PAPER_VALIDATION_SET,
+) -> dict[str, Any]:
     """Grade a run's completions and summarise them; optionally grade again with the other grader.
 
     Args:
@@ -225,13 +252,21 @@ def score_run(records: Sequence[Mapping[str, Any]], rows_by_benchmark: Mapping[s
         cpmobius.grading.GradingError: every grade of a benchmark failed.
     """
     ood_benchmarks(validation_set)  # an unknown name fails before any grading
-    coverage = dict(problems_expected={b: len(rows) for b, rows in rows_by_benchmark.items()},
-                    problems_in_benchmark=benchmark_sizes, allow_partial=allow_partial, allow_uneven=allow_uneven,
-                    validation_set=validation_set)
+    coverage = dict(
+        problems_expected={b: len(rows) for b, rows in rows_by_benchmark.items()},
+        problems_in_benchmark=benchmark_sizes,
+        allow_partial=allow_partial,
+        allow_uneven=allow_uneven,
+        validation_set=validation_set,
+    )
     per_benchmark = score_completions(records, golds_for(rows_by_benchmark, answer_key, grader), grader)
-    result: dict[str, Any] = {"answer_key": answer_key, "grader": grader, "validation_set": validation_set,
-                              "summary": summarise(per_benchmark, n_boot, seed, **coverage),
-                              "problems": {b: [asdict(p) for p in ps] for b, ps in per_benchmark.items()}}
+    result: dict[str, Any] = {
+        "answer_key": answer_key,
+        "grader": grader,
+        "validation_set": validation_set,
+        "summary": summarise(per_benchmark, n_boot, seed, **coverage),
+        "problems": {b: [asdict(p) for p in ps] for b, ps in per_benchmark.items()},
+    }
     if compare:
         other = GRADERS[1 - GRADERS.index(grader)]
         other_scores = score_completions(records, golds_for(rows_by_benchmark, answer_key, other), other)
@@ -244,10 +279,14 @@ def score_run(records: Sequence[Mapping[str, Any]], rows_by_benchmark: Mapping[s
     return result
 
 
-def paired_difference(problems_a: Mapping[str, Sequence[Mapping[str, Any]]],
-                      problems_b: Mapping[str, Sequence[Mapping[str, Any]]],
-                      n_boot: int = 1000, seed: int = 0, *,
-                      validation_set: str = PAPER_VALIDATION_SET) -> dict[str, Any]:
+def paired_difference(
+    problems_a: Mapping[str, Sequence[Mapping[str, Any]]],
+    problems_b: Mapping[str, Sequence[Mapping[str, Any]]],
+    n_boot: int = 1000,
+    seed: int = 0,
+    *,
+    validation_set: str = PAPER_VALIDATION_SET,
+) -> dict[str, Any]:
     """avg@k of run B minus run A on the same problems, with paired bootstrap 95% CIs.
 
     The difference of two models' means is estimated from per-problem differences (B's avg@k minus A's
@@ -277,14 +316,20 @@ def paired_difference(problems_a: Mapping[str, Sequence[Mapping[str, Any]]],
         b = {str(p["problem_id"]): p for p in problems_b[bench]}
         if set(a) != set(b):
             only = sorted(set(a) ^ set(b))
-            raise ValueError(f"{bench}: the two runs scored different problems ({len(only)} in one run only, "
-                             f"e.g. {only[:5]}); a paired difference needs the same problems")
+            raise ValueError(
+                f"{bench}: the two runs scored different problems ({len(only)} in one run only, "
+                f"e.g. {only[:5]}); a paired difference needs the same problems"
+            )
         if not a:
             continue
         diffs[bench] = [avg_at_k(b[pid]["correct"]) - avg_at_k(a[pid]["correct"]) for pid in a]
         lo, hi = bootstrap_ci(diffs[bench], n_boot, seed)
-        out[bench] = {"avg@k": 100.0 * _macro_mean([diffs[bench]]), "avg@k_ci": [100.0 * lo, 100.0 * hi],
-                      "n_problems": len(a), "k": min(len(p["correct"]) for p in b.values())}
+        out[bench] = {
+            "avg@k": 100.0 * _macro_mean([diffs[bench]]),
+            "avg@k_ci": [100.0 * lo, 100.0 * hi],
+            "n_problems": len(a),
+            "k": min(len(p["correct"]) for p in b.values()),
+        }
     for name, members in (("Avg", AVG_BENCHMARKS), ("OOD Avg", ood_benchmarks(validation_set))):
         missing = [m for m in members if m not in diffs]
         if missing:

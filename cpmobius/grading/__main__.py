@@ -29,7 +29,9 @@ def _cli_lines(stream: Iterable[str], required: dict[str, type]) -> Iterable[dic
                 if key not in obj:
                     raise SystemExit(f"error: line {lineno}: missing key {key!r}")
                 value = obj[key]
-                if typ is list and not (isinstance(value, list) and all(x is None or isinstance(x, str) for x in value)):
+                if typ is list and not (
+                    isinstance(value, list) and all(x is None or isinstance(x, str) for x in value)
+                ):
                     raise SystemExit(f"error: line {lineno}: {key!r} must be a list of strings")
                 if typ is str and (not isinstance(value, (str, int, float)) or isinstance(value, bool)):
                     raise SystemExit(f"error: line {lineno}: {key!r} must be a string")
@@ -40,17 +42,31 @@ def _cli_lines(stream: Iterable[str], required: dict[str, type]) -> Iterable[dic
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of `python -m cpmobius.grading` (every option with its help text)."""
-    parser = argparse.ArgumentParser(prog="python -m cpmobius.grading", description=PACKAGE_DOC.split("\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("command", choices=("verify", "vote"),
-                        help='verify: {"gold", "response"} lines → {"correct", "extracted", "status"}; '
-                             'vote: {"responses": [...]} lines → {"pseudo_label", "pass_rate", "clusters"} '
-                             "(JSON lines on stdin, one result line each on stdout)")
-    parser.add_argument("--mode", choices=MODES, default="cpmobius",
-                        help="cpmobius (this project's grader and equivalence vote) or released (the released "
-                             "code's evaluation grader and exact-string vote)")
-    parser.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S,
-                        help="hard time limit per answer comparison, seconds (a comparison past it is a timeout)")
+    parser = argparse.ArgumentParser(
+        prog="python -m cpmobius.grading",
+        description=PACKAGE_DOC.split("\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "command",
+        choices=("verify", "vote"),
+        help='verify: {"gold", "response"} lines → {"correct", "extracted", "status"}; '
+        'vote: {"responses": [...]} lines → {"pseudo_label", "pass_rate", "clusters"} '
+        "(JSON lines on stdin, one result line each on stdout)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="cpmobius",
+        help="cpmobius (this project's grader and equivalence vote) or released (the released "
+        "code's evaluation grader and exact-string vote)",
+    )
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="hard time limit per answer comparison, seconds (a comparison past it is a timeout)",
+    )
     return parser
 
 
@@ -66,8 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             for obj in _cli_lines(sys.stdin, {"responses": list}):
                 v = majority_vote(obj["responses"], mode=args.mode, timeout_s=args.timeout_s)
-                print(json.dumps({"pseudo_label": v.pseudo_label, "pass_rate": v.pass_rate,
-                                  "clusters": v.clusters}), flush=True)
+                print(
+                    json.dumps({"pseudo_label": v.pseudo_label, "pass_rate": v.pass_rate, "clusters": v.clusters}),
+                    flush=True,
+                )
     except SystemExit as exc:
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)

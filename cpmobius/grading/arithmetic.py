@@ -36,7 +36,6 @@ from typing import Any
 
 from mpmath.ctx_mp import MPContext
 
-
 MP = MPContext()
 MP.dps = 60
 _ULP = MP.mpf(2) ** (1 - MP.prec)  # relative rounding error of one correctly rounded operation
@@ -233,14 +232,25 @@ def _real_only(f: Any, lo: float | None = None, hi: float | None = None, positiv
         if (lo is not None and x < lo) or (hi is not None and x > hi) or (positive and x <= 0):
             raise ValueError("outside the real domain")
         return f(x)
+
     return g
 
 
 # Functions the fast path evaluates (real arguments only; elsewhere math-verify decides).
 FUNCS: dict[str, Any] = {
-    "\\sin": MP.sin, "\\cos": MP.cos, "\\tan": MP.tan, "\\cot": MP.cot, "\\sec": MP.sec,
-    "\\csc": MP.csc, "\\sinh": MP.sinh, "\\cosh": MP.cosh, "\\tanh": MP.tanh, "\\exp": MP.exp,
-    "\\arcsin": _real_only(MP.asin, -1, 1), "\\arccos": _real_only(MP.acos, -1, 1), "\\arctan": MP.atan,
+    "\\sin": MP.sin,
+    "\\cos": MP.cos,
+    "\\tan": MP.tan,
+    "\\cot": MP.cot,
+    "\\sec": MP.sec,
+    "\\csc": MP.csc,
+    "\\sinh": MP.sinh,
+    "\\cosh": MP.cosh,
+    "\\tanh": MP.tanh,
+    "\\exp": MP.exp,
+    "\\arcsin": _real_only(MP.asin, -1, 1),
+    "\\arccos": _real_only(MP.acos, -1, 1),
+    "\\arctan": MP.atan,
     "\\ln": _real_only(MP.ln, positive=True),
 }
 

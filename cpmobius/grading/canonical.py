@@ -20,18 +20,35 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-
 MAX_ANSWER_CHARS = 3000
 """Longest answer (characters) that is canonicalised and compared; a longer one is over the cost
 budget: equal only to the identical string, status "timeout" against anything else."""
 
 # Placeholders after `_placeholder_key` (font wrappers, brackets, spaces, dots and backslashes gone).
 _PLACEHOLDERS = frozenset(
-    {"", "none", "null", "nan", "n/a", "na", "answer", "youranswer", "youranswerhere", "answerhere",
-     "insertanswerhere", "finalanswer", "yourfinalanswer", "ldots", "dots", "cdots"}
+    {
+        "",
+        "none",
+        "null",
+        "nan",
+        "n/a",
+        "na",
+        "answer",
+        "youranswer",
+        "youranswerhere",
+        "answerhere",
+        "insertanswerhere",
+        "finalanswer",
+        "yourfinalanswer",
+        "ldots",
+        "dots",
+        "cdots",
+    }
 )
-_FONT = (r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mathrm|mathbf|mathit|mathsf|mathtt|"
-         r"mathbb|mathcal|boldsymbol|bm|emph|operatorname|mbox|hbox)")
+_FONT = (
+    r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mathrm|mathbf|mathit|mathsf|mathtt|"
+    r"mathbb|mathcal|boldsymbol|bm|emph|operatorname|mbox|hbox)"
+)
 _WRAPPED_RE = re.compile(r"^" + _FONT + r"\s*\{(.*)\}$", re.S)
 _PLACEHOLDER_NOISE_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\[ ,;:!]|[\s.~\\]")
 
@@ -59,18 +76,55 @@ def match_brace(text: str, i: int) -> int:
     return brace_ends(text).get(i, -1)
 
 
-_UNICODE = str.maketrans({
-    "\u2212": "-", "\u2013": "-", "\u2014": "-", "\u00d7": "\\times ", "\u22c5": "\\cdot ",
-    "\u00b7": "\\cdot ", "\u03c0": "\\pi ", "\u221e": "\\infty ", "\u221a": "\\sqrt",
-    "\u221b": "\\sqrt[3]", "\u221c": "\\sqrt[4]",
-    "\u00b0": "^\\circ", "\u2264": "\\leq ", "\u2265": "\\geq ", "\u2260": "\\neq ",
-    "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u20ac": "", "\u00a3": "", "\u00a5": "",
-    "\n": " ", "\t": " ", "\r": " ",
-    # vulgar fractions: "3½" is the mixed number 3\frac{1}{2} (read as 7/2 like any LaTeX mixed number)
-    **{c: f"\\frac{{{p}}}{{{q}}}" for c, (p, q) in {
-        "½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5), "⅖": (2, 5), "⅗": (3, 5),
-        "⅘": (4, 5), "⅙": (1, 6), "⅚": (5, 6), "⅛": (1, 8), "⅜": (3, 8), "⅝": (5, 8), "⅞": (7, 8)}.items()},
-})
+_UNICODE = str.maketrans(
+    {
+        "\u2212": "-",
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u00d7": "\\times ",
+        "\u22c5": "\\cdot ",
+        "\u00b7": "\\cdot ",
+        "\u03c0": "\\pi ",
+        "\u221e": "\\infty ",
+        "\u221a": "\\sqrt",
+        "\u221b": "\\sqrt[3]",
+        "\u221c": "\\sqrt[4]",
+        "\u00b0": "^\\circ",
+        "\u2264": "\\leq ",
+        "\u2265": "\\geq ",
+        "\u2260": "\\neq ",
+        "\u00a0": " ",
+        "\u2009": " ",
+        "\u202f": " ",
+        "\u20ac": "",
+        "\u00a3": "",
+        "\u00a5": "",
+        "\n": " ",
+        "\t": " ",
+        "\r": " ",
+        # vulgar fractions: "3½" is the mixed number 3\frac{1}{2} (read as 7/2 like any LaTeX mixed number)
+        **{
+            c: f"\\frac{{{p}}}{{{q}}}"
+            for c, (p, q) in {
+                "½": (1, 2),
+                "⅓": (1, 3),
+                "⅔": (2, 3),
+                "¼": (1, 4),
+                "¾": (3, 4),
+                "⅕": (1, 5),
+                "⅖": (2, 5),
+                "⅗": (3, 5),
+                "⅘": (4, 5),
+                "⅙": (1, 6),
+                "⅚": (5, 6),
+                "⅛": (1, 8),
+                "⅜": (3, 8),
+                "⅝": (5, 8),
+                "⅞": (7, 8),
+            }.items()
+        },
+    }
+)
 _BOX_OPEN_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _LEFTRIGHT_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
 _STYLE_RE = re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|mathrm\{\s*\})(?![A-Za-z])")
@@ -129,7 +183,10 @@ _THOUSANDS_RE = {
 # Spacing between two digit runs: white space and LaTeX spaces (`\ `, `\,`, `~`, `\quad`, ...).
 _SEP = r"(?:\s|(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|\\(?:enspace|thinspace)(?![A-Za-z])|~)+"
 _MIXED_SLASH_RE = re.compile(
-    r"(?<![\d./^_])(?<![\^_]\{)(?P<whole>\d+(?:" + _SEP + r"\d{3})*)" + _SEP
+    r"(?<![\d./^_])(?<![\^_]\{)(?P<whole>\d+(?:"
+    + _SEP
+    + r"\d{3})*)"
+    + _SEP
     + r"(?P<num>\d+)\s*/\s*(?P<den>\d+)(?![\d.])"
 )
 _GROUPED_RE = re.compile(r"\d{1,3}(?:" + _SEP + r"\d{3})*")
@@ -180,7 +237,9 @@ def _repeating_decimals(s: str) -> str:
     """
     if "." not in s:
         return s
-    s = _OVERLINE_RE.sub(lambda m: _rational_latex(m.group("whole"), m.group("fixed"), m.group("rep") or m.group("rep1")), s)
+    s = _OVERLINE_RE.sub(
+        lambda m: _rational_latex(m.group("whole"), m.group("fixed"), m.group("rep") or m.group("rep1")), s
+    )
     if "\\dot" in s:
         s = _DOTS_RE.sub(_dotted, s)
 

@@ -78,8 +78,9 @@ def judge(pairs: list[tuple[str, str]], *, symmetric: bool, timeout_s: float) ->
                 todo.setdefault(key, []).append(i)
     if todo:
         keys = sorted(todo, key=lambda k: (len(k[0]) + len(k[1]), k))  # cheap-looking first
-        tasks = [{"op": "eq", "a": a, "b": b, "da": decimal_info(a), "db": decimal_info(b), "sym": s}
-                 for a, b, s in keys]
+        tasks = [
+            {"op": "eq", "a": a, "b": b, "da": decimal_info(a), "db": decimal_info(b), "sym": s} for a, b, s in keys
+        ]
         failed = 0
         for key, (status, value) in zip(keys, isolation.get_pool().run(tasks, timeout_s)):
             if status == "ok":
@@ -95,8 +96,9 @@ def judge(pairs: list[tuple[str, str]], *, symmetric: bool, timeout_s: float) ->
     return out  # type: ignore[return-value]
 
 
-def answers_equivalent(a: str | None, b: str | None, *, mode: str = "cpmobius",
-                       timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+def answers_equivalent(
+    a: str | None, b: str | None, *, mode: str = "cpmobius", timeout_s: float = DEFAULT_TIMEOUT_S
+) -> bool:
     """Symmetric equivalence of two extracted answers (the vote's rule).
 
     Args:

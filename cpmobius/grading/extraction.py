@@ -20,14 +20,11 @@ from .canonical import brace_ends, canonicalize, is_placeholder
 from .fast_path import fast_verdict
 from .results import check_mode
 
-
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _BOX_TOKEN_RE = re.compile(r"[^\s$]+")
 _MATHY_TOKEN_RE = re.compile(r"\d|^\\|^-|^\(?[A-Za-z]\)?$")
 # What may stand between two boxes that form one explicit multi-answer.
-_CONNECTOR_RE = re.compile(
-    r"(?:\s|\$|,|;|&|\band\b|\bor\b|\\quad|\\qquad|\\text\{\s*(?:and|or|,)?\s*\})*", re.I
-)
+_CONNECTOR_RE = re.compile(r"(?:\s|\$|,|;|&|\band\b|\bor\b|\\quad|\\qquad|\\text\{\s*(?:and|or|,)?\s*\})*", re.I)
 
 
 def _token_end(text: str, j: int, end: int, ends: dict[int, int]) -> int:
@@ -92,8 +89,12 @@ def _extract_cpmobius(text: str) -> str | None:
         return None
     parts = [body]
     k = len(boxes) - 2
-    while (k >= 0 and boxes[k][2] is not None and boxes[k][1] <= start
-           and _CONNECTOR_RE.fullmatch(text, boxes[k][1], start)):
+    while (
+        k >= 0
+        and boxes[k][2] is not None
+        and boxes[k][1] <= start
+        and _CONNECTOR_RE.fullmatch(text, boxes[k][1], start)
+    ):
         parts.append(boxes[k][2])  # type: ignore[arg-type]
         start = boxes[k][0]
         k -= 1

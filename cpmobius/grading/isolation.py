@@ -51,8 +51,12 @@ class _Worker:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _WORKER_BOOT, os.path.dirname(os.path.abspath(__file__))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            bufsize=0, close_fds=True, start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+            close_fds=True,
+            start_new_session=True,
         )
         self.fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         self.buf = b""

@@ -255,7 +255,7 @@ def grade_batch(golds: Sequence[str], responses: Sequence[str | None], timeout_s
         merged: dict[int, list[tuple[str, Any]]] = {}
         for (i, _), v in zip(where, verdicts):
             merged.setdefault(i, []).append(v)
-        for (i, pred) in dict(where).items():
+        for i, pred in dict(where).items():
             vs = merged[i]
             if any(s == "ok" and val for s, val in vs):
                 results[i] = GradeResult(True, pred, "ok")

@@ -22,8 +22,9 @@ from .results import DEFAULT_TIMEOUT_S, BatchGrades, GradeResult, check_mode, co
 _LOG = logging.getLogger(__name__)
 
 
-def grade(gold: str, response: str | None, *, mode: str = "cpmobius",
-          timeout_s: float = DEFAULT_TIMEOUT_S) -> GradeResult:
+def grade(
+    gold: str, response: str | None, *, mode: str = "cpmobius", timeout_s: float = DEFAULT_TIMEOUT_S
+) -> GradeResult:
     r"""Grade one response against a gold answer.
 
     Args:
@@ -41,8 +42,13 @@ def grade(gold: str, response: str | None, *, mode: str = "cpmobius",
     return grade_batch([gold], [response], mode=mode, timeout_s=timeout_s).results[0]
 
 
-def grade_batch(golds: Sequence[str], responses: Sequence[str | None], *, mode: str = "cpmobius",
-                timeout_s: float = DEFAULT_TIMEOUT_S) -> BatchGrades:
+def grade_batch(
+    golds: Sequence[str],
+    responses: Sequence[str | None],
+    *,
+    mode: str = "cpmobius",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> BatchGrades:
     """Grade responses against golds; one shared deadline for every slow comparison.
 
     Fast-path pairs are decided in-process; identical (gold, answer) pairs are judged once; the

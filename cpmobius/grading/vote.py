@@ -22,10 +22,14 @@ from .fast_path import TOO_BIG, fast_verdict
 from .results import DEFAULT_TIMEOUT_S, VoteResult, check_mode
 
 
-def majority_vote(responses: Sequence[str | None] | None = None, *,
-                  answers: Sequence[str | None] | None = None,
-                  truncated: Sequence[bool] | None = None, mode: str = "cpmobius",
-                  timeout_s: float = DEFAULT_TIMEOUT_S) -> VoteResult:
+def majority_vote(
+    responses: Sequence[str | None] | None = None,
+    *,
+    answers: Sequence[str | None] | None = None,
+    truncated: Sequence[bool] | None = None,
+    mode: str = "cpmobius",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> VoteResult:
     r"""Majority vote of one group (the pseudo-label of a Coach problem).
 
     Args:
@@ -109,8 +113,9 @@ def _cluster(uniques: list[str], timeout_s: float) -> tuple[list[str], list[list
         if slow and time.monotonic() >= deadline:
             n_timeouts += len(slow)  # budget spent: remaining comparisons count as "different"
         elif slow:
-            verdicts = judge([(reps[j], u) for j in slow], symmetric=True,
-                             timeout_s=max(0.0, deadline - time.monotonic()))
+            verdicts = judge(
+                [(reps[j], u) for j in slow], symmetric=True, timeout_s=max(0.0, deadline - time.monotonic())
+            )
             n_timeouts += sum(1 for s, _ in verdicts if s == "timeout")
             n_errors += sum(1 for s, _ in verdicts if s == "error")
             hit = next((j for j, (s, eq) in zip(slow, verdicts) if s == "ok" and eq), None)

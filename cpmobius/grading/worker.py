@@ -30,7 +30,6 @@ from typing import Any
 from . import released
 from .arithmetic import MP, Irr, TooBig, Undetermined, Unsupported, determined, num_add, num_eq, num_mul, num_pow
 
-
 _MV: dict[str, Any] = {}
 
 
@@ -44,16 +43,21 @@ def _mv_parse(s: str) -> list:
 
         # CPMöbius: math-verify's unit stripping is off (it drops trailing letters such as the
         # "t" of "\frac{1}{m}t"); units are handled by canonicalize's policy instead.
-        norm = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=True,
-                                   boxed="all", equations=False)
+        norm = NormalizationConfig(
+            basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="all", equations=False
+        )
         latex = LatexExtractionConfig(boxed_match_priority=0, normalization_config=norm)
         mv.update(parse=math_verify.parse, verify=math_verify.verify, cfg=[latex, ExprExtractionConfig()])
         import math_verify.grader as mv_grader
 
         # CPMöbius: numbers inside tuples, sets, intervals and complex numbers follow our numeric rule
         # (math-verify's evalf(chop=True) / round(6) made (1/100!, 1) equal (1/101!, 1)).
-        mv.update(stock_numeric_eq=mv_grader.sympy_numeric_eq, stock_expr_eq=mv_grader.sympy_expr_eq,
-                  is_equation=mv_grader.is_equation, is_assignment=mv_grader.is_assignment_relation)
+        mv.update(
+            stock_numeric_eq=mv_grader.sympy_numeric_eq,
+            stock_expr_eq=mv_grader.sympy_expr_eq,
+            is_equation=mv_grader.is_equation,
+            is_assignment=mv_grader.is_assignment_relation,
+        )
         mv_grader.sympy_numeric_eq = _numeric_eq
         mv_grader.sympy_expr_eq = _expr_eq
     return mv["parse"]("\\boxed{" + s + "}", extraction_config=mv["cfg"], parsing_timeout=None)
@@ -144,8 +148,9 @@ def _sympy_number(e: Any) -> Any:
 
 def _float_decimal_info(e: Any) -> tuple[int, int] | None:
     """(significant digits, decimal places) of a written decimal that math-verify parsed to a Float."""
-    import sympy
     from decimal import Decimal
+
+    import sympy
 
     if isinstance(e, sympy.Mul) and len(e.args) == 2 and -1 in e.args:  # -0.5, unevaluated
         e = e.args[0] if e.args[1] == -1 else e.args[1]
@@ -250,8 +255,9 @@ def _equal_at_points(ea: Any, eb: Any) -> bool:
     if not symbols or ea.free_symbols != eb.free_symbols:
         return False
     for k in (0, 1):
-        subs = {s: sympy.Rational(_point_value(s.name, k).numerator, _point_value(s.name, k).denominator)
-                for s in symbols}
+        subs = {
+            s: sympy.Rational(_point_value(s.name, k).numerator, _point_value(s.name, k).denominator) for s in symbols
+        }
         try:
             va, vb = _sympy_number(ea.xreplace(subs)), _sympy_number(eb.xreplace(subs))
         except Undetermined:

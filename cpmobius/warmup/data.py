@@ -183,7 +183,9 @@ def filter_problems(
     return report
 
 
-def select_problems(pool: Sequence[Candidate], num: int, seed: int, drops: Optional[Mapping[str, int]] = None) -> list[Candidate]:
+def select_problems(
+    pool: Sequence[Candidate], num: int, seed: int, drops: Optional[Mapping[str, int]] = None
+) -> list[Candidate]:
     """``num`` problems drawn without replacement, with ``random.Random(seed)``, from the pool sorted
     by `dedup_key` (so the draw does not depend on the input row order).
 
@@ -254,7 +256,13 @@ def prepare_warmup_data(
     instruction = CoachSettings().instruction if instruction is None else instruction
     index = OverlapIndex(tqdm(benchmarks, desc="index benchmarks", unit="problem", disable=not progress), ngram)
     report = filter_problems(
-        rows, index, min_chars=min_chars, max_chars=max_chars, coach_validate=coach_validate, total=total, progress=progress
+        rows,
+        index,
+        min_chars=min_chars,
+        max_chars=max_chars,
+        coach_validate=coach_validate,
+        total=total,
+        progress=progress,
     )
     chosen = select_problems(report.pool, num, seed, report.drops)
     sft_rows = [

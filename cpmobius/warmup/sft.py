@@ -82,8 +82,13 @@ class Warmup:
     (None when the output already exists or a stored one is reused) while the caller does other work;
     `wait` returns the HF folder and, with ``cache`` = (folder, record), stores a finished one there."""
 
-    def __init__(self, output: Path, process: Optional[subprocess.Popen] = None, log: Any = None,
-                 cache: Optional[tuple[Path, dict]] = None) -> None:
+    def __init__(
+        self,
+        output: Path,
+        process: Optional[subprocess.Popen] = None,
+        log: Any = None,
+        cache: Optional[tuple[Path, dict]] = None,
+    ) -> None:
         self.output, self.process, self.log, self.cache = output, process, log, cache
         self._hf_dir: Optional[Path] = None
 
@@ -155,8 +160,16 @@ def start_warmup(cfg: Any) -> Warmup:
     print(f"[cpmobius] Coach warm-up: SFT through verl's SFT trainer on {data} (log: {output / 'sft.log'})", flush=True)
     output.mkdir(parents=True, exist_ok=True)
     nproc = int(cfg.trainer.n_gpus_per_node) if cfg.backend.platform != "cpu" else 1
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "cpmobius.warmup", *sft_overrides(cfg, str(data), output)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "cpmobius.warmup",
+        *sft_overrides(cfg, str(data), output),
+    ]
     env = {**os.environ, **worker_env_vars(cfg)}
     log = open(output / "sft.log", "w")
     try:
@@ -304,7 +317,9 @@ def measure_coach_validity(
     rollout = policy_config(cfg, "coach").actor_rollout_ref.rollout
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
-    prompt = tokenizer.apply_chat_template(coach_prompt(settings.instruction), add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer.apply_chat_template(
+        coach_prompt(settings.instruction), add_generation_prompt=True, tokenize=False
+    )
     input_ids = torch.tensor([tokenizer.encode(prompt, add_special_tokens=False)])
     stops = set(stop_token_ids(tokenizer, None))  # the loop's rule for where a response ends
     torch.manual_seed(seed)
@@ -313,15 +328,23 @@ def measure_coach_validity(
         rows = min(batch_size, count - start)
         with torch.no_grad():
             out = model.generate(
-                input_ids=input_ids.repeat(rows, 1), attention_mask=torch.ones(rows, input_ids.shape[1], dtype=torch.long),
-                max_new_tokens=int(rollout.response_length), do_sample=True, temperature=float(rollout.temperature),
-                top_p=float(rollout.top_p), top_k=0, eos_token_id=sorted(stops), pad_token_id=tokenizer.pad_token_id,
+                input_ids=input_ids.repeat(rows, 1),
+                attention_mask=torch.ones(rows, input_ids.shape[1], dtype=torch.long),
+                max_new_tokens=int(rollout.response_length),
+                do_sample=True,
+                temperature=float(rollout.temperature),
+                top_p=float(rollout.top_p),
+                top_k=0,
+                eos_token_id=sorted(stops),
+                pad_token_id=tokenizer.pad_token_id,
             )
-        for ids in out[:, input_ids.shape[1]:].tolist():
+        for ids in out[:, input_ids.shape[1] :].tolist():
             end = next((i for i, token in enumerate(ids) if token in stops), None)
             finished = end is not None
             ids = ids[:end] if finished else ids
-            fault = read_problem(tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings).reject_reason
+            fault = read_problem(
+                tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings
+            ).reject_reason
             rejected[fault or "valid"] += 1
     valid = rejected.pop("valid", 0)
     return valid / count, dict(rejected)
