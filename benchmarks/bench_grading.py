@@ -209,7 +209,8 @@ def main() -> int:
         print(f"{a:<{w}}  {b:<{v}}  {c}")
     passed &= args.n / t_batch >= 2000 and same
     print(
-        f"\nacceptance (>= 2,000 answers/s pooled, cold; pathological within timeout + 1 s): {'PASS' if passed else 'FAIL'}"
+        "\nacceptance (>= 2,000 answers/s pooled, cold; pathological within timeout + 1 s): "
+        + ("PASS" if passed else "FAIL")
     )
     return 0 if passed else 1
 

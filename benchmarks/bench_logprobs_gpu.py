@@ -95,7 +95,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     weight = (torch.randn(VOCAB, HIDDEN, device="cuda", dtype=torch.bfloat16) * 0.02).requires_grad_(True)
     labels = torch.randint(0, VOCAB, (args.tokens,), device="cuda")
     lines = [
-        f"## Output-layer log-probs, {args.tokens:,} tokens a micro-batch (hidden {HIDDEN}, vocabulary {VOCAB:,}, bf16)",
+        f"## Output-layer log-probs, {args.tokens:,} tokens a micro-batch "
+        f"(hidden {HIDDEN}, vocabulary {VOCAB:,}, bf16)",
         "",
         "| path | pass | ms per micro-batch | µs per token | s for the paper batch | max abs diff vs vectorized |",
         "|---|---|---|---|---|---|",

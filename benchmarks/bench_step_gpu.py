@@ -192,8 +192,10 @@ def run_loop_steps(
             }
             rows.append(row)
             print(
-                f"[bench] step {row['step']} ({phase}): {row['timing_s/step']:.1f} s, {row['filter/attempts']:.0f} attempts, "
-                f"kept {row['filter/kept']:.0f}, {row['engine_switches']} engine switches, val {row.get('val/accuracy', float('nan')):.3f}",
+                f"[bench] step {row['step']} ({phase}): {row['timing_s/step']:.1f} s, "
+                f"{row['filter/attempts']:.0f} attempts, "
+                f"kept {row['filter/kept']:.0f}, {row['engine_switches']} engine switches, "
+                f"val {row.get('val/accuracy', float('nan')):.3f}",
                 flush=True,
             )
             on_step()
@@ -362,13 +364,15 @@ def summarize(
         text += [
             "## Plain GRPO step (same Player, 16 fixed prompts x n, no Coach / filter / validation)",
             "",
-            "| step | seconds | generate | log-probs + ref | update | wake/sleep | grading | overhead share | tokens | switches |",
+            "| step | seconds | generate | log-probs + ref | update | wake/sleep | grading | overhead share | tokens "
+            "| switches |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for y in yardstick:
             o = y["ops"]
             text.append(
-                f"| {y['step']} | {y['timing_s/step']:.1f} | {o.get('generate', 0):.1f} | {o.get('log_prob', 0) + o.get('ref_log_prob', 0):.1f} | "
+                f"| {y['step']} | {y['timing_s/step']:.1f} | {o.get('generate', 0):.1f} | "
+                f"{o.get('log_prob', 0) + o.get('ref_log_prob', 0):.1f} | "
                 f"{o.get('update', 0):.1f} | {o.get('wake', 0) + o.get('sleep', 0):.1f} | {y['grading_s']:.1f} | "
                 f"{100 * y['overhead_share']:.1f} % | {y['tokens']:,} | {y['engine_switches']} |"
             )

@@ -175,7 +175,8 @@ def format_table(results: dict[str, list[dict[str, float]]]) -> str:
             f"| {variant} | {len(rows)} | {statistics.fmean(r['start'] for r in rows):.3f} | "
             f"{statistics.fmean(r['end_last3'] for r in rows):.3f} | {gain:+.3f} ± {gain_se:.3f} | {difference} | "
             f"{statistics.fmean(r['kept_label_ok'] for r in rows):.2f} | "
-            f"{statistics.fmean(r['coach_level_first3'] for r in rows):.2f} → {statistics.fmean(r['coach_level_last3'] for r in rows):.2f} | "
+            f"{statistics.fmean(r['coach_level_first3'] for r in rows):.2f} → "
+            f"{statistics.fmean(r['coach_level_last3'] for r in rows):.2f} | "
             f"{statistics.fmean(r['attempts'] for r in rows):.1f} |"
         )
     return "\n".join(lines)
@@ -185,7 +186,8 @@ def format_seeds(rows: list[dict[str, float]]) -> str:
     """One line per seed of a variant: start, peak, end, kept pseudo-label accuracy, acceptance."""
     return "\n".join(
         f"seed {r['seed']}: start {r['start']:.3f} peak {r['peak']:.3f} end(last 3) {r['end_last3']:.3f} "
-        f"kept pseudo-label right (last 5) {r['kept_label_ok_last5']:.2f} -> {'meets' if acceptance(r) else 'misses'} the bar"
+        f"kept pseudo-label right (last 5) {r['kept_label_ok_last5']:.2f} -> "
+        f"{'meets' if acceptance(r) else 'misses'} the bar"
         for r in rows
     )
 

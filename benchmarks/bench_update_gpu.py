@@ -399,6 +399,13 @@ def run_build(args: argparse.Namespace, build: str, names: list[str]) -> dict[st
 # ---------------------------------------------------------------------------- the table
 
 
+def failure_cell(error: str) -> str:
+    """The table's cell for a pass that did not run to the end."""
+    if "OutOfMemory" in error:
+        return "out of memory"
+    return "not run" if error.startswith("not run") else "failed"
+
+
 def summarize(
     parts: list[dict[str, Any]], params: int, peak_tflops: float, budget: int, compare: Optional[dict[str, float]]
 ) -> tuple[str, dict[str, Any]]:
@@ -432,9 +439,7 @@ def summarize(
                 f"{row['peak_reserved_gib']:.1f} |"
             )
         else:
-            lines.append(
-                f"| {row['label']} | {row['op']} | {'out of memory' if 'OutOfMemory' in row['error'] else 'not run' if row['error'].startswith('not run') else 'failed'} | | | | | | |"
-            )
+            lines.append(f"| {row['label']} | {row['op']} | {failure_cell(row['error'])} | | | | | | |")
     first = parts[0] if parts else {"rows": 0, "tokens": 0, "response_tokens": 0}
     text = [
         "## Player passes by fast-path setting",

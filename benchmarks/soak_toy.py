@@ -154,7 +154,8 @@ def format_row(row: dict) -> str:
         f"| {row['step']:>4} | {row['launch']} | {mem.get('driver', 0):>7.0f} | {mem.get('fsdp_workers', 0):>7.0f} | "
         f"{mem.get('rollout_servers', 0):>7.0f} | {mem.get('agent_loop', 0):>6.0f} | {mem.get('gcs', 0):>5.0f} | "
         f"{mem.get('ray_other', 0) + mem.get('graders', 0):>7.0f} | "
-        f"{mem.get('total', 0):>7.0f} | {disk['checkpoints']:>8.1f} | {disk['metrics']:>6.2f} | {disk['problem_archive']:>6.2f} | "
+        f"{mem.get('total', 0):>7.0f} | {disk['checkpoints']:>8.1f} | {disk['metrics']:>6.2f} | "
+        f"{disk['problem_archive']:>6.2f} | "
         f"{disk['ray_logs']:>6.1f} | {row['disk_mb_per_step']:>6.2f} | {store:>6} | {row['step_s_mean']:>6.2f} |"
     )
 

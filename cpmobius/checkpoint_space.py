@@ -235,7 +235,8 @@ def check_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) 
         advice = f"lower trainer.max_actor_ckpt_to_keep to {keep_fits} or less, or point"
     raise DiskSpaceError(
         f"not enough disk for this run's checkpoints: {plan.describe()}; the run holds {held} = "
-        f"{format_bytes(plan.checkpoints * plan.checkpoint_bytes)}{extra}, but {plan.folder} has {format_bytes(plan.free_bytes)} free; "
+        f"{format_bytes(plan.checkpoints * plan.checkpoint_bytes)}{extra}, "
+        f"but {plan.folder} has {format_bytes(plan.free_bytes)} free; "
         f"{advice} trainer.default_local_dir at a disk with {format_bytes(plan.needed_bytes)} free"
     )
 

@@ -48,8 +48,8 @@ _PRESENTED = re.compile(_NOUN, re.IGNORECASE)
 # Ended by "." or "!" rather than ":", the presenter must end with its noun ("Here's a problem for
 # you to solve."), so that "Here is a problem where you roll two dice." keeps its content.
 _PRESENTED_END = re.compile(
-    _NOUN
-    + r"(?:\s+(?:for\s+you|to\s+(?:solve|try)|you\s+can\s+(?:try|solve)|(?:for\s+you\s+)?to\s+(?:solve|try|practice)))*\s*$",
+    _NOUN + r"(?:\s+(?:for\s+you|to\s+(?:solve|try)|you\s+can\s+(?:try|solve)"
+    r"|(?:for\s+you\s+)?to\s+(?:solve|try|practice)))*\s*$",
     re.IGNORECASE,
 )
 # A heading naming the problem: "**Problem:**", "### Math Problem", "Problem statement:", "Question:".
@@ -104,7 +104,8 @@ _ASKS_USER = re.compile(
     r"\b(?:(?:could|would|can|will)\s+you\s+(?:please\s+)?|please\s+)"
     r"(?:provide|give|tell|share|specify|clarify|describe|send)\s+(?:me\s+)?(?:with\s+)?"
     + _TASK_NOUN
-    + r"|\b(?:what|which)\s+(?:type|kind|sort|level|topic|area|difficulty)s?\s+of\s+(?:(?:math(?:ematical|s)?|word)\s+)?"
+    + r"|\b(?:what|which)\s+(?:type|kind|sort|level|topic|area|difficulty)s?\s+of\s+"
+    r"(?:(?:math(?:ematical|s)?|word)\s+)?"
     r"(?:problems?|questions?|exercises?)\s+(?:are|would|do|did|should)\s+you\b"
     r"|\byou(?:'d|\u2019d|\s+would)\s+like\s+me\s+to\s+(?:generate|create|write|make|come\s+up|help|provide)\b"
     r"|\b(?:problems?|questions?)\s+(?:are|were)\s+you\s+looking\s+for\b",

@@ -12,7 +12,6 @@ import json
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ContextManager, Optional
 
@@ -21,9 +20,10 @@ from verl import DataProto
 
 from cpmobius import checkpoint, metrics
 from cpmobius.coach import Problem, propose_problems, reject_off_world, reject_unfit_prompts
-from cpmobius.difficulty_filter import GroupOutcome, candidates_per_attempt, roll_out_and_filter
+from cpmobius.difficulty_filter import candidates_per_attempt, roll_out_and_filter
 from cpmobius.engine.timing import OpLog, op_marks, op_metrics
 from cpmobius.grading import answers_equivalent
+from cpmobius.loop_state import KeptProblems, LoopState, QuotaNotMetError
 from cpmobius.prompts import resolve_answer_instruction
 from cpmobius.rewards import (
     coach_advantages,
@@ -36,40 +36,6 @@ from cpmobius.settings import Settings
 from cpmobius.validation import DeltaTracker, load_validation_set, measure_accuracy
 
 STAGES = ("coach", "difficulty_filter", "player_update", "validation", "coach_update", "rollback")
-
-
-class QuotaNotMetError(RuntimeError):
-    """The filter could not fill its quota and ``filter.on_shortfall`` is "error"."""
-
-
-@dataclass
-class KeptProblems:
-    """The problems one step trains on: their groups' rollouts and their Coach rows, aligned.
-
-    ``player_batch`` has K·n rows (group i is rows i·n … i·n+n−1); ``coach_batch`` has K rows.
-    """
-
-    problems: list[Problem]
-    outcomes: list[GroupOutcome]
-    player_batch: Optional[DataProto]
-    coach_batch: Optional[DataProto]
-
-    def __len__(self) -> int:
-        return len(self.problems)
-
-
-@dataclass
-class LoopState:
-    """Everything besides the two policies that a resumed run needs (saved in each checkpoint)."""
-
-    step: int = 0
-    best_val: Optional[float] = None
-    steps_without_improvement: int = 0
-    rollbacks: int = 0
-    delta_t_history: list[float] = field(default_factory=list)
-    filter_totals: dict[str, int] = field(default_factory=dict)
-    generated_tokens: dict[str, int] = field(default_factory=dict)  # per stage, since the start of the run
-    delta_tracker: dict = field(default_factory=dict)
 
 
 class CoachPlayerLoop:
@@ -126,7 +92,7 @@ class CoachPlayerLoop:
             )
         self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
-        # each stage's (stage, start, end) in perf_counter seconds: bench_step_gpu.py attributes operations to stages by them
+        # each stage's (stage, start, end) in perf_counter seconds (bench_step_gpu.py attributes operations by them)
         self.stages = OpLog()
         self._step_mark = 0
 
@@ -221,7 +187,7 @@ class CoachPlayerLoop:
                     continue
                 kept_correct.append(correct)
                 coach_row = coach_batch_of[id(problem)].select_idxs([problem.coach_row])
-                self._append_kept(kept, problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_row)
+                kept.append(problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_row)
         archive += [p.archive_row(self.state.step + 1, None) for p, _ in reserve]  # written but never rolled out
         self._write_archive(archive)
         step_metrics = metrics.filter_metrics(
@@ -462,18 +428,6 @@ class CoachPlayerLoop:
         # Everything filtered out: no Player update, so the Player's score and Δt are unchanged (0); nothing to reward.
         self.state.delta_t_history.append(0.0)
         return {"val/delta_t": 0.0, "loop/skipped": 1.0, "coach/updated": 0.0, **self._timing_metrics()}
-
-    @staticmethod
-    def _append_kept(
-        kept: KeptProblems, problem: Problem, outcome: GroupOutcome, rows: DataProto, coach_row: DataProto
-    ) -> None:
-        # Attempts differ in their generation timings; only the sampling temperature travels on.
-        rows.meta_info = {"temperature": rows.meta_info["temperature"]}
-        coach_row.meta_info = {"temperature": coach_row.meta_info["temperature"]}
-        kept.problems.append(problem)
-        kept.outcomes.append(outcome)
-        kept.player_batch = rows if kept.player_batch is None else DataProto.concat([kept.player_batch, rows])
-        kept.coach_batch = coach_row if kept.coach_batch is None else DataProto.concat([kept.coach_batch, coach_row])
 
     def _archive_path(self) -> Path:
         return self.output_dir / "problems" / f"step_{self.state.step + 1:06d}.jsonl"

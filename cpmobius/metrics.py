@@ -105,7 +105,8 @@ def difficulty_metrics(
     """Per-difficulty view of one step, where a problem's difficulty is known (the toy world).
 
     Args:
-        candidate_levels: the difficulty of every well-formed Coach problem of the step (None: outside the known levels).
+        candidate_levels: the difficulty of every well-formed Coach problem of the step (None: outside the
+            known levels).
         kept_levels: the same for the problems the step trains on.
         kept_correct: per kept problem, whether its pseudo-label is the true answer (None: unknown).
 

@@ -38,7 +38,8 @@ class CoachSettings:
     max_problem_chars: int = 2000
     # Candidates whose normalised texts are at least this similar (0–1) to an earlier one are duplicates; 1 = off.
     duplicate_similarity: float = 0.9
-    # Coach reward R_i: "paper" = pass_rate_i × 100·Δt (Δt in points); "released_uniform" = 100·Δt (released 1.5B script);
+    # Coach reward R_i: "paper" = pass_rate_i × 100·Δt (Δt in points);
+    # "released_uniform" = 100·Δt (released 1.5B script);
     # "released_advantage" = 100·Δt × token-weighted mean Player advantage (released 7B/3B scripts).
     reward: str = "paper"
     # Train the Coach at all (False = the paper's "no Coach update" ablation).
@@ -278,7 +279,8 @@ def load_settings(cfg: DictConfig) -> Settings:
     _require(
         not settings.coach.world_problems_only or settings.validation.dataset == "toy",
         "coach.world_problems_only",
-        f"needs a world that defines its problems (validation.dataset=toy), got validation.dataset={settings.validation.dataset!r}",
+        "needs a world that defines its problems (validation.dataset=toy), "
+        f"got validation.dataset={settings.validation.dataset!r}",
     )
     low, high = settings.filter.count_band(settings.player.n)
     _require(

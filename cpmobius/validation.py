@@ -7,8 +7,8 @@ before the loop (`DeltaTracker`). Accuracy is the mean over problems of the shar
 samples (avg@k); with greedy decoding k = 1. Answers are graded by the one project grader.
 
 Departures (`# CPMöbius:`): Δt is logged as a fraction (`val/delta_t`); every Coach reward uses it
-in accuracy points, 100·Δt, as the released code does (`cpmobius.rewards`); after a Player rollback the tracker restarts from
-the restored Player's score, so the jump caused by the rollback is not credited to the Coach (the
+in accuracy points, 100·Δt, as the released code does (`cpmobius.rewards`); after a Player rollback the
+tracker restarts from the restored Player's score, so the jump caused by the rollback is not credited to the Coach (the
 released code credits it); a rollout stopped at the length limit has no answer (graded as "no_answer",
 counted wrong), as in the training vote (`cpmobius.difficulty_filter`): its text may
 hold an earlier, retracted box.

@@ -1,7 +1,7 @@
 """Coach-output validator, QA cases: answer leaks of every form, linear time on long text,
 near-duplicates that reorder their facts or repeat an earlier attempt's problem.
 
-`cpmobius.coach.read_problem` / `find_problem_fault` / `mark_duplicates` / `propose_problems` and
+`cpmobius.coach.read_problem` / `find_problem_fault` / `cpmobius.duplicates.mark_duplicates` / `propose_problems` and
 `cpmobius.coach_text.is_worked_solution`. Pure, CPU, fast.
 """
 
@@ -11,8 +11,9 @@ from collections import Counter
 
 import pytest
 
-from cpmobius.coach import WRAPPING_CHARS, Problem, find_problem_fault, mark_duplicates, propose_problems, read_problem
+from cpmobius.coach import WRAPPING_CHARS, Problem, find_problem_fault, propose_problems, read_problem
 from cpmobius.coach_text import extract_problem, is_worked_solution
+from cpmobius.duplicates import mark_duplicates
 from cpmobius.settings import CoachSettings
 
 LEAK_REASONS = ("leaks_answer", "worked_solution")

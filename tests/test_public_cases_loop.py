@@ -17,8 +17,9 @@ import torch
 from omegaconf import OmegaConf
 
 from cpmobius import checkpoint
-from cpmobius.coach import Problem, find_problem_fault, mark_duplicates
+from cpmobius.coach import Problem, find_problem_fault
 from cpmobius.difficulty_filter import assign_pseudo_labels, decide, roll_out_and_filter
+from cpmobius.duplicates import mark_duplicates
 from cpmobius.engine.config import ConfigError
 from cpmobius.prompts import player_prompt
 from cpmobius.rewards import coach_advantages, coach_rewards, grpo_advantages, player_token_rewards

@@ -31,7 +31,7 @@ def _row(step: int) -> dict[str, float]:
 def test_tensorboard_events_hold_our_keys_at_our_steps(tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from cpmobius.main import make_tracking
+    from cpmobius.run_log import make_tracking
 
     # The driver only sets these when unset (a user's own TENSORBOARD_DIR wins): start unset, and
     # have monkeypatch remove what the driver sets when the test ends.
@@ -70,7 +70,7 @@ def test_tensorboard_events_hold_our_keys_at_our_steps(tmp_path, monkeypatch):
 
 
 def test_a_tensorboard_dir_from_the_environment_wins(tmp_path, monkeypatch):
-    from cpmobius.main import make_tracking
+    from cpmobius.run_log import make_tracking
 
     monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path / "elsewhere"))
     cfg = OmegaConf.create(

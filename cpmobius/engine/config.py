@@ -213,14 +213,15 @@ def check_context_fits(pcfg: DictConfig, name: str = "") -> None:
     if prompt + response > context:
         raise ConfigError(
             f"data.max_prompt_length + {prefix}.rollout.response_length (data.max_response_length unless set per "
-            f"policy): {prompt} + {response} = {prompt + response} tokens exceed the context of the {name or 'policy'}'s "
-            f"model, {context} tokens ({source}); lower them, or extend RoPE in "
+            f"policy): {prompt} + {response} = {prompt + response} tokens exceed the context of the "
+            f"{name or 'policy'}'s model, {context} tokens ({source}); lower them, or extend RoPE in "
             "actor_rollout_ref.model.override_config.rope_scaling"
         )
     warmup = pcfg.get("warmup")
     if name == "coach" and warmup is not None and warmup.get("enabled") and int(warmup.max_length) > context:
         raise ConfigError(
-            f"warmup.max_length: {warmup.max_length} tokens exceed the Coach model's context, {context} tokens ({source})"
+            f"warmup.max_length: {warmup.max_length} tokens exceed the Coach model's context, "
+            f"{context} tokens ({source})"
         )
 
 

