@@ -124,10 +124,12 @@ def roll_out_and_filter(
     settings: FilterSettings,
     system_prompt: Optional[str] = None,
     answer_instruction: Optional[str] = None,
+    vote: str = "cpmobius",
 ) -> tuple[Any, list[GroupOutcome]]:
-    """n Player rollouts for each problem, then `assign_pseudo_labels`.
+    """n Player rollouts for each problem, then `assign_pseudo_labels` with the vote ``vote``.
 
-    Prompts are `cpmobius.prompts.player_prompt(problem, system_prompt, answer_instruction)`.
+    Prompts are `cpmobius.prompts.player_prompt(problem, system_prompt, answer_instruction)`; ``vote``
+    is ``player.vote`` ("cpmobius" or "released").
 
     Returns:
         ``(player_batch, outcomes)``: the rollouts (P·n rows, groups contiguous, one uid per group)
@@ -136,7 +138,7 @@ def roll_out_and_filter(
     """
     batch = player.generate([player_prompt(text, system_prompt, answer_instruction) for text in problems], n=n)
     texts, truncated = player.decode_responses(batch)
-    return batch, assign_pseudo_labels(texts, truncated, n, settings)
+    return batch, assign_pseudo_labels(texts, truncated, n, settings, mode=vote)
 
 
 def candidates_per_attempt(missing: int, settings: FilterSettings, totals: dict[str, int]) -> int:

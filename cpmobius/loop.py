@@ -166,8 +166,9 @@ class CoachPlayerLoop:
                 continue
             with self.timed("difficulty_filter"):
                 self.player.activate()
+                texts = [p.text for p in valid]
                 player_batch, outcomes = roll_out_and_filter(
-                    self.player, [p.text for p in valid], n, fs, *self.player_prompt_args
+                    self.player, texts, n, fs, *self.player_prompt_args, vote=self.settings.player.vote
                 )
             self._count_tokens("player_rollouts", int(player_batch.batch["response_mask"].sum()))
             for index, (problem, outcome) in enumerate(zip(valid, outcomes)):

@@ -17,6 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 from cpmobius.engine.config import ConfigError, validate_run_config
 from cpmobius.prompts import ANSWER_FORMATS
 
+# player.vote: the grading modes of `cpmobius.grading` (its `MODES`; not imported here, to keep config checks light).
+VOTES = ("cpmobius", "released")
+
 COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
 
@@ -84,6 +87,9 @@ class PlayerSettings:
     # instruction to the user turn iff the rendered chat template lacks "\boxed"; "template" never (released);
     # "append" always. Training, Δt validation and `python -m cpmobius.eval --answer-format` alike.
     answer_format: str = "auto"
+    # The filter's vote over a group: "cpmobius" clusters equivalent answers (math-verify) and leaves
+    # truncated rollouts out; "released" counts exact strings of the last \boxed{} (the released code's).
+    vote: str = "cpmobius"
     rollback: Any = None
 
     def __post_init__(self) -> None:
@@ -93,6 +99,7 @@ class PlayerSettings:
             "player.answer_format",
             f"must be one of {ANSWER_FORMATS}, got {self.answer_format!r}",
         )
+        _require(self.vote in VOTES, "player.vote", f"must be one of {VOTES}, got {self.vote!r}")
         if not isinstance(self.rollback, RollbackSettings):
             self.rollback = RollbackSettings(**(self.rollback or {}))
 

@@ -8,8 +8,9 @@ from collections import Counter
 import pytest
 import torch
 
-from cpmobius.coach import Problem, find_problem_fault, mark_duplicates
+from cpmobius.coach import Problem, find_problem_fault
 from cpmobius.difficulty_filter import assign_pseudo_labels, decide
+from cpmobius.duplicates import mark_duplicates
 from cpmobius.engine.config import ConfigError, compose_config
 from cpmobius.rewards import (
     coach_advantages,
@@ -134,6 +135,34 @@ def test_no_filter_ablation_keeps_every_labelled_group():
 def test_groups_must_be_complete():
     with pytest.raises(ValueError, match="groups of 4"):
         assign_pseudo_labels(["a"] * 6, [False] * 6, 4, FilterSettings())
+
+
+def test_the_released_vote_counts_exact_strings_where_ours_clusters_equivalent_answers():
+    # 0.5 and \frac{1}{2} are one answer: ours keeps the group at 6/8 (in the band [0.2, 0.8]); the
+    # released vote sees two strings of 3 each, a tie, and drops it.
+    texts = boxed(["0.5", "0.5", "0.5", "\\frac{1}{2}", "\\frac{1}{2}", "\\frac{1}{2}", "2", "3"])
+    ours = assign_pseudo_labels(texts, [False] * 8, 8, FilterSettings(), mode="cpmobius")[0]
+    assert ours.kept and ours.pass_rate == 0.75 and sum(ours.agrees) == 6
+    released = assign_pseudo_labels(texts, [False] * 8, 8, FilterSettings(), mode="released")[0]
+    assert released.pseudo_label is None and released.pass_rate == 0.0 and released.drop_reason == "tie"
+    # Without the tie the released vote labels the exact string and credits only its copies.
+    texts = boxed(["0.5", "0.5", "0.5", "0.5", "\\frac{1}{2}", "\\frac{1}{2}", "2", "3"])
+    released = assign_pseudo_labels(texts, [False] * 8, 8, FilterSettings(), mode="released")[0]
+    assert released.pseudo_label == "0.5" and released.pass_rate == 0.5
+    assert released.agrees == [True] * 4 + [False] * 4
+
+
+def test_player_vote_is_checked_and_the_released_presets_use_the_released_vote():
+    from cpmobius.grading.results import MODES
+    from cpmobius.settings import VOTES
+
+    assert VOTES == MODES
+    assert load_settings(compose_config([])).player.vote == "cpmobius"
+    assert load_settings(compose_config(["experiment=paper_qwen_1p5b"])).player.vote == "cpmobius"
+    for preset in ("released_qwen_1p5b", "released_qwen_7b_instruct", "released_octothinker_3b"):
+        assert load_settings(compose_config([f"experiment={preset}"])).player.vote == "released", preset
+    with pytest.raises(ConfigError, match="player.vote"):
+        load_settings(compose_config(["player.vote=exact"]))
 
 
 # --------------------------------------------------------------------------- rewards
