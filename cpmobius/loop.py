@@ -92,6 +92,7 @@ class CoachPlayerLoop:
             )
         self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
+        self.validating_step_0 = False
         # each stage's (stage, start, end) in perf_counter seconds (bench_step_gpu.py attributes operations by them)
         self.stages = OpLog()
         self._step_mark = 0
@@ -323,7 +324,9 @@ class CoachPlayerLoop:
         total = int(self.cfg.trainer.total_training_steps)
         if not self.try_resume():
             with self.timed("validation"):
+                self.validating_step_0 = True  # the interrupt line names this phase (main.describe_interrupt)
                 result = self._measure_validation()
+                self.validating_step_0 = False
             self.delta.start(result.accuracy)
             if self.settings.player.rollback.enabled:
                 # Released code: the running best starts at V₀; the initial Player is the first best.

@@ -193,11 +193,9 @@ def run(cfg: DictConfig) -> Any:
             flush=True,
         )
         if "file" in cfg.trainer.logger:
-            from cpmobius.plots import plot_training_dynamics
+            from cpmobius.plots import plot_training_dynamics, run_title
 
-            plot = plot_training_dynamics(
-                cfg.trainer.default_local_dir, title=f"CPMöbius: {cfg.trainer.experiment_name} ({cfg.model.name})"
-            )
+            plot = plot_training_dynamics(cfg.trainer.default_local_dir, title=run_title(cfg))
             print(f"[cpmobius] training dynamics: {plot}", flush=True)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM through `Terminated`
         stop_after_interrupt(cfg, loop, interrupt)
@@ -226,6 +224,8 @@ def describe_interrupt(cfg: DictConfig, loop: Any) -> str:
         latest = None
     if loop is None:
         where = "while starting"
+    elif loop.validating_step_0:
+        where = "during the validation before step 1"
     elif loop.state.step >= int(cfg.trainer.total_training_steps):
         where = f"after the last step ({loop.state.step})"
     else:

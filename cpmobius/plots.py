@@ -16,7 +16,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 # (metric keys, panel title, y label); a panel whose keys were never logged says so instead of a line; a key
 # ending in "*" stands for every logged key with that prefix (one line each).
@@ -69,10 +69,33 @@ def series(steps: dict[int, dict[str, float]], key: str) -> tuple[list[int], lis
     return [s for s, _ in points], [v for _, v in points]
 
 
+def run_title(cfg: Any) -> str:
+    """The plot's title for a run's config: "CPMöbius: <trainer.experiment_name> (<model.name>)"."""
+    return f"CPMöbius: {cfg.trainer.experiment_name} ({cfg.model.name})"
+
+
+def saved_run_title(run_dir: str | Path) -> Optional[str]:
+    """`run_title` of the config a run's newest checkpoint saved (``global_step_N/config.yaml``), or
+    None when the run has no readable checkpoint config: the title the run's own plot carried."""
+    from omegaconf import OmegaConf
+
+    configs = sorted(
+        Path(run_dir).glob("global_step_*/config.yaml"), key=lambda p: int(p.parent.name.rsplit("_", 1)[1])
+    )
+    for path in reversed(configs):
+        try:
+            return run_title(OmegaConf.load(path))
+        except Exception:  # an unreadable or foreign config: try an older one, else the folder's name
+            continue
+    return None
+
+
 def plot_training_dynamics(
     run_dir: str | Path, out_path: Optional[str | Path] = None, title: Optional[str] = None
 ) -> Path:
     """Write the dynamics PNG of a run (default ``<run_dir>/training_dynamics.png``).
+
+    The title is ``title``, else the run's own (`saved_run_title`), else one naming ``run_dir``.
 
     Raises:
         FileNotFoundError: when the run holds no metrics at all (or RUN_DIR does not exist).
@@ -109,7 +132,8 @@ def plot_training_dynamics(
         ax.grid(alpha=0.3)
     for ax in axes[-1]:
         ax.set_xlabel("step")
-    fig.suptitle(title or f"CPMöbius training dynamics: {run_dir}", fontsize=10)
+    title = title or saved_run_title(run_dir) or f"CPMöbius training dynamics: {run_dir}"
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_path, dpi=110)
@@ -139,7 +163,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         default=None,
         help=f"where to write the picture (default: RUN_DIR/{PLOT_NAME})",
     )
-    parser.add_argument("--title", default=None, help="the figure's title (default: names RUN_DIR)")
+    parser.add_argument(
+        "--title", default=None, help="the figure's title (default: the run's own, from its checkpoint's config)"
+    )
     args = parser.parse_args(argv)
     try:
         print(plot_training_dynamics(args.run_dir, args.out, title=args.title))

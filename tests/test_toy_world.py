@@ -181,6 +181,25 @@ def test_run_metrics_merge_launches_and_the_plot_is_written(tmp_path):
     } <= logged
 
 
+def test_a_redrawn_plot_keeps_the_title_of_the_run(tmp_path):
+    from omegaconf import OmegaConf
+
+    from cpmobius.engine.config import compose_config
+    from cpmobius.plots import run_title, saved_run_title
+
+    assert saved_run_title(tmp_path) is None  # no checkpoint yet: the plot names the folder
+    cfg = compose_config(["trainer.experiment_name=seed3"])
+    for step, name in ((2, "older"), (10, "seed3")):  # the newest checkpoint's config wins (10 > 2, not by text)
+        (tmp_path / f"global_step_{step}").mkdir()
+        OmegaConf.save(
+            OmegaConf.merge(cfg, {"trainer": {"experiment_name": name}}),
+            tmp_path / f"global_step_{step}" / "config.yaml",
+        )
+    assert saved_run_title(tmp_path) == run_title(cfg) == f"CPMöbius: seed3 ({cfg.model.name})"
+    (tmp_path / "global_step_10" / "config.yaml").write_text("trainer: [not, a, mapping]\n")
+    assert saved_run_title(tmp_path) == f"CPMöbius: older ({cfg.model.name})"
+
+
 def test_plot_without_metrics_raises(tmp_path):
     with pytest.raises(FileNotFoundError):
         plot_training_dynamics(tmp_path)
