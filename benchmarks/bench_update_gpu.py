@@ -37,9 +37,9 @@ the lent H200. Peak memory is PyTorch's in the worker process during each pass (
 Usage (one GPU; verl, Ray and Hydra installed; no vLLM needed)::
 
     python benchmarks/bench_update_gpu.py --out /tmp/bench_update [--settings today,dyn_rmpad]
-        [--compare benchmarks/results/<bench_step_gpu run>/bench_step_gpu.json] [hydra overrides ...]
+        [--compare results/<bench_step_gpu run>/bench_step_gpu.json] [hydra overrides ...]
 
-Figures on record (one H200, the paper preset's offload, 2026-12-03; benchmarks/results/h200_update_fastpath_2026-12-03/
+Figures on record (one H200, the paper preset's offload, 2026-12-03; results/h200_update_fastpath_2026-12-03/
 and h200_update_fused_2026-12-03/): micro-batches of one padded sequence: log-probs 47 s, reference 38 s, update 130 s
 (2.1-2.6 % MFU); dynamic batch size 8,192 + remove padding + gradient checkpointing (sdpa): 25, 22 and 82 s; the same
 with verl's fused output layer (torch backend, the GPU presets): 7.6, 7.7 and 26 s (11-13 % MFU), Triton backend 35 s

@@ -1,5 +1,5 @@
 """`benchmarks/bench_step_gpu.py` end to end on the toy world (CPU): the yardstick, the loop's phases, the
-table and its figures (the GPU run itself is recorded in benchmarks/results/)."""
+table and its figures (the GPU run itself is recorded in results/)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""The README's commands run as written, as a new user runs them: every ```bash block meant for a CPU
-machine, in a fresh copy of the repository (the tracked files, as a clone has them) with no
-``../shared`` beside it, no ``$CPMOBIUS_SHARED_DATA``, an empty model cache (``$CPMOBIUS_CACHE``, which
-``configs/model/tiny.yaml`` reads: the toy models are built from scratch, as on a first run) and the
-Hugging Face hub switched off (``HF_HUB_OFFLINE``: the README says these commands download nothing).
+"""The README's and the docs' commands run as written, as a new user runs them: every ```bash block of
+``README.md`` and of every ``docs/*.md`` page meant for a CPU machine, in a fresh copy of the repository
+(the tracked files, as a clone has them) with no ``../shared`` beside it, no ``$CPMOBIUS_SHARED_DATA``, an
+empty model cache (``$CPMOBIUS_CACHE``, which ``configs/model/tiny.yaml`` reads: the toy models are built
+from scratch, as on a first run) and the Hugging Face hub switched off (``HF_HUB_OFFLINE``: the pages say
+these commands download nothing).
 
-Blocks are marked in the README itself, by an HTML comment on the line before the block:
+Blocks are marked in the page itself (the README or a docs page, the same rules), by an HTML comment on the
+line before the block:
 
 * ``<!-- readme-test: skip — REASON -->``: not run (needs GPUs, the hub, a GPU run's outputs; the
   install and the test command, which CI runs itself);
@@ -14,8 +16,11 @@ Blocks are marked in the README itself, by an HTML comment on the line before th
 Every other ```bash block runs, each with ``bash -e`` in the copy's root, with the current
 interpreter's ``python`` first on PATH (no reinstall; ``PYTHONPATH`` is the copy, so the copy's code
 is what runs, Ray workers and torchrun included). Output blocks are fenced as ```text. The default
-run (``python -m cpmobius.main``) is one of the blocks: about 6 to 8 minutes on 2 cores, most of this
-file's time.
+run (``python -m cpmobius.main``, in the README) is one of the blocks: about 6 to 8 minutes on 2 cores, most
+of this file's time; it stays the only long one (a block that takes tens of seconds or more is marked skip,
+with the reason, unless it ran before this rule). Test ids name the page and the block's line, e.g.
+``docs/evaluation.md:L140``. The README is the front door: at most ``README_MAX_LINES`` lines, its details
+in ``docs/``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
+README_MAX_LINES = 250
 BLOCK_TIMEOUT_S = 45 * 60  # the default run takes ~6 min on 2 idle cores; a loaded CI machine is slower
 MARKER = re.compile(r"^<!--\s*readme-test:\s*(?P<body>.*?)\s*-->$")
 SKIP = re.compile(r'^skip(?:\s+"(?P<prefix>[^"]+)")?\s*[—-]\s*(?P<reason>\S.*)$')
@@ -40,7 +47,7 @@ SKIP = re.compile(r'^skip(?:\s+"(?P<prefix>[^"]+)")?\s*[—-]\s*(?P<reason>\S.*)
 
 @dataclass
 class Block:
-    """One fenced block of the README: where it starts, its info string, its lines and its marker."""
+    """One fenced block of a page: which page, where it starts, its info string, its lines and its marker."""
 
     line: int
     info: str
@@ -50,9 +57,14 @@ class Block:
     skip_prefix: str = ""
     check_output: bool = False
     commands: list[str] = field(default_factory=list)
+    page: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        return f"{self.page} line {self.line}"
 
 
-def parse_readme(text: str) -> list[Block]:
+def parse_readme(text: str, page: str = "README.md") -> list[Block]:
     """Every fenced block with its marker (the nearest non-blank line above it, when it is one).
 
     Raises:
@@ -68,8 +80,8 @@ def parse_readme(text: str) -> list[Block]:
         start, info = i, lines[i][3:].strip()
         end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), None)
         if end is None:
-            raise ValueError(f"README line {start + 1}: unclosed code block")
-        block = Block(line=start + 1, info=info, lines=lines[start + 1 : end])
+            raise ValueError(f"{page} line {start + 1}: unclosed code block")
+        block = Block(line=start + 1, info=info, lines=lines[start + 1 : end], page=page)
         above = next((lines[j].strip() for j in range(start - 1, -1, -1) if lines[j].strip()), "")
         match = MARKER.match(above)
         if match:
@@ -81,7 +93,7 @@ def parse_readme(text: str) -> list[Block]:
                 block.check_output = True
             else:
                 raise ValueError(
-                    f"README line {start + 1}: marker {above!r} is neither "
+                    f"{page} line {start + 1}: marker {above!r} is neither "
                     "'skip — REASON', 'skip \"PREFIX\" — REASON' nor 'check-output'"
                 )
         blocks.append(block)
@@ -110,13 +122,17 @@ def commands_with_output(block: Block) -> list[tuple[str, str]]:
     return [(command, "\n".join(out)) for command, out in pairs]
 
 
-BLOCKS = parse_readme(README.read_text(encoding="utf-8"))
+def _page_name(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+BLOCKS = [b for path in PAGES for b in parse_readme(path.read_text(encoding="utf-8"), _page_name(path))]
+README_BLOCKS = [b for b in BLOCKS if b.page == "README.md"]
 RUNNABLE = [b for b in BLOCKS if runnable(b)]
 
 
 def _label(block: Block) -> str:
-    first = next((ln for ln in script_of(block).splitlines() if ln.strip() and not ln.startswith("#")), "")
-    return f"line{block.line}:" + re.sub(r"\s+", " ", first)[:40]
+    return f"{block.page}:L{block.line}"
 
 
 # --------------------------------------------------------------------------- the markers themselves (fast)
@@ -124,29 +140,55 @@ def _label(block: Block) -> str:
 
 def test_every_block_is_fenced_as_bash_or_text_and_every_skip_says_why():
     """Nothing is left out of the run silently: a block is bash (run unless marked) or text (output)."""
-    assert BLOCKS, "no code blocks found in the README"
+    assert README_BLOCKS, "no code blocks found in the README"
     for block in BLOCKS:
-        assert block.info in ("bash", "text"), f"README line {block.line}: fence it as ```bash or ```text"
+        assert block.info in ("bash", "text"), f"{block.where}: fence it as ```bash or ```text"
         if block.marker:
-            assert block.info == "bash", f"README line {block.line}: a readme-test marker on a text block"
+            assert block.info == "bash", f"{block.where}: a readme-test marker on a text block"
         if block.skip_reason:
-            assert len(block.skip_reason) > 10, f"README line {block.line}: say why the block is skipped"
+            assert len(block.skip_reason) > 10, f"{block.where}: say why the block is skipped"
         if block.skip_prefix:
             assert any(ln.lstrip().startswith(block.skip_prefix) for ln in block.lines), (
-                f"README line {block.line}: no line starts with {block.skip_prefix!r}"
+                f"{block.where}: no line starts with {block.skip_prefix!r}"
             )
     # The install and the test command are CI's own steps: they stay out of this run, and they are there.
     skipped = "\n".join(
         ln
-        for b in BLOCKS
+        for b in README_BLOCKS
         if b.info == "bash"
         for ln in b.lines
         if not runnable(b) or (b.skip_prefix and ln.lstrip().startswith(b.skip_prefix))
     )
     assert "bash scripts/install.sh" in skipped and "python -m pytest -q" in skipped
-    assert any("python -m cpmobius.main" in script_of(b) for b in RUNNABLE), (
-        "the default run is not among the runnable blocks"
+    assert any("python -m cpmobius.main" in script_of(b) for b in RUNNABLE if b.page == "README.md"), (
+        "the default run is not among the README's runnable blocks"
     )
+
+
+def test_docs_pages_are_read_too():
+    """Every docs page's blocks are collected under the page's own name, with the same rules."""
+    pages = {b.page for b in BLOCKS}
+    assert "README.md" in pages and any(p.startswith("docs/") for p in pages), pages
+    assert all(_label(b).startswith(("README.md:L", "docs/")) for b in RUNNABLE)
+
+
+def test_readme_is_the_front_door_of_at_most_250_lines():
+    """The README stays short: details belong in docs/ (which the README's index links)."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines, over {README_MAX_LINES}: move details into docs/"
+    )
+
+
+def test_relative_links_of_the_readme_and_docs_point_at_files_that_exist():
+    """A moved page or results folder leaves no dead link behind (links only, not code spans)."""
+    link = re.compile(r"\]\(([^)\s]+)\)")
+    for path in PAGES:
+        for target in link.findall(path.read_text(encoding="utf-8")):
+            if target.startswith(("http://", "https://", "#", "mailto:")):
+                continue
+            file_part = target.split("#", 1)[0]
+            assert (path.parent / file_part).exists(), f"{_page_name(path)}: dead link {target}"
 
 
 def test_parser_reads_the_three_markers():
@@ -251,11 +293,11 @@ def test_readme_block_runs_from_a_fresh_clone(block, fresh_clone):
     if block.check_output:
         for command, expected in commands_with_output(block):
             result = _run(command, clone, env)
-            assert result.returncode == 0, f"README line {block.line}: {command}\n{result.stderr[-3000:]}"
-            assert result.stdout.strip() == expected.strip(), f"README line {block.line}: {command}"
+            assert result.returncode == 0, f"{block.where}: {command}\n{result.stderr[-3000:]}"
+            assert result.stdout.strip() == expected.strip(), f"{block.where}: {command}"
     else:
         result = _run(script_of(block), clone, env)
         assert result.returncode == 0, (
-            f"README line {block.line} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+            f"{block.where} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
         )
-    print(f"README line {block.line}: {time.monotonic() - start:.0f} s")
+    print(f"{block.where}: {time.monotonic() - start:.0f} s")

@@ -201,7 +201,7 @@ def check_prompts_fit(
 
 def read_completions(path: str | Path) -> list[dict[str, Any]]:
     """Read and validate a completions JSONL file (gzip-compressed when the name ends in ``.gz``, as the
-    committed runs under ``benchmarks/results/`` keep them).
+    committed runs under ``results/`` keep them).
 
     Raises:
         ValueError: a file that is not UTF-8, a line that is not a JSON object with `benchmark`
