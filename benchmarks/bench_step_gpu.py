@@ -30,7 +30,7 @@ reported against the same 80 GB. With ``--toy`` it runs the embedded default's t
 machine's CPU instead (a smoke test of the benchmark itself: its figures mean nothing for a GPU).
 
 Figures on record (one H200 emulating 80 GB, Qwen2.5-Coder-1.5B-Instruct, 2026-12-02, fourth run; the
-README's "Performance" section and results/h200_bench_step_1p5b_2026-12-02_run4/): plain GRPO
+docs/gpu.md, "Performance" and results/h200_bench_step_1p5b_2026-12-02_run4/): plain GRPO
 step 216.8 s; CPMöbius steps (adaptive oversampling + Coach reserve) 259.9 and 226.4 s, 2 attempts each, 5 and
 3 engine switches, ratio 1.12, overhead share 4.6 %; peak 73.2 GiB; one Player checkpoint 25.2 s; start-up
 342.8 s (vLLM servers 140 + 115 s). Earlier runs (same folder prefix): released oversampling 245 s a step,

@@ -238,7 +238,7 @@ class Problem:
     def archive_row(
         self, step: int, attempt: Optional[int], outcome: Any = None, label_correct: Optional[bool] = None
     ) -> dict:
-        """This proposal's row in the run's problem archive (``problems/step_*.jsonl``, README "Logged metrics").
+        """This proposal's row in the run's problem archive (``problems/step_*.jsonl``, docs/metrics.md).
 
         Args:
             step: the loop step (1-based); attempt: the filter attempt that used it (None: never rolled out).
@@ -431,7 +431,7 @@ def reject_off_world(problems: list[Problem], difficulty_of: Optional[Callable[[
         ValueError: ``difficulty_of`` is None (the world defines no problems).
     """
     # CPMöbius: not in the paper or the released code. A toy Coach updated at 10x the toy's learning rate
-    # drifts to such text (0.11 -> 0.69 of its problems in 15 steps, README "The ablation table in
+    # drifts to such text (0.11 -> 0.69 of its problems in 15 steps, docs/toy.md, "The ablation table in
     # miniature"): the Player answers it inconsistently, so the filter keeps it and Δt rewards it, yet it
     # has no true answer and teaches nothing the validation set measures.
     if difficulty_of is None:

@@ -1,4 +1,4 @@
-"""Every metric key the loop logs, built in one place (README "Logged metrics" defines them).
+"""Every metric key the loop logs, built in one place (docs/metrics.md defines them).
 
 verl's own keys are kept as they are (``actor/*`` renamed per policy to ``player/actor/*`` and
 ``coach/actor/*``); ours are namespaced by stage: ``coach/*``, ``filter/*``, ``pseudo_label/*``,

@@ -1,4 +1,4 @@
-"""Tracking (README "Logging"): `trainer.logger=[file,tensorboard]` through the driver's `make_tracking`
+"""Tracking (docs/metrics.md): `trainer.logger=[file,tensorboard]` through the driver's `make_tracking`
 (verl's `Tracking`) writes `metrics.jsonl` and TensorBoard event files in the run folder, and the
 events hold our metric keys at the loop's step numbers (read back with TensorBoard's own reader)."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-# Keys of every stage, as the loop logs them (cpmobius/metrics.py; README "Logged metrics").
+# Keys of every stage, as the loop logs them (cpmobius/metrics.py; docs/metrics.md).
 KEYS = (
     "val/accuracy",
     "val/delta_t",

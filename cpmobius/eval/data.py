@@ -141,7 +141,7 @@ HUB_SOURCES = {
         "math-ai/amc23", "test", "question", "answer", note="the 40 AMC 2023 problems of Qwen2.5-Math's evaluation"
     ),
 }
-"""Hub source per benchmark (README "Reproduce the paper" lists them)."""
+"""Hub source per benchmark (docs/evaluation.md, "Data from the hub", lists them)."""
 
 
 def default_data_dir() -> Path:

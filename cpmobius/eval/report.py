@@ -1,8 +1,8 @@
 r"""Evaluation reports: the paper-order markdown table, the paper's published rows, the grader report.
 
 Stage: evaluation (reporting). Pure formatting of `cpmobius.eval.summary` summaries; the files a run
-writes (`write_results`). Published numbers (`PAPER_RESULTS`) are only those our notes quote
-(the released README table); every other paper cell is "—".
+writes (`write_results`). Published numbers (`PAPER_RESULTS`) are only those of the released code's
+README Results table (its Avg and OOD Avg per model); every other paper cell is "—".
 When OOD Avg leaves out a validation set other than AMC (`--validation-set`), the notes say which,
 and that a paper row's OOD Avg (without AMC) is then not comparable with ours.
 """
@@ -16,8 +16,8 @@ from typing import Any, Mapping, Optional, Sequence
 from cpmobius.eval.scoring import METRICS, PAPER_VALIDATION_SET, TABLE_COLUMNS
 
 PAPER_RESULTS: dict[str, dict[str, dict[str, float]]] = {
-    # Source: the released README's Results table as quoted in our notes (the
-    # only published numbers in our notes). Per-benchmark cells are not in the notes: they stay "—".
+    # Source: the released README's Results table (Avg and OOD Avg per model). Its per-benchmark cells
+    # are not given there: they stay "—".
     # Avg / OOD Avg as printed in that table (not recomputed; §5.4 lists where the table's OOD column
     # disagrees with the mean of its own columns).
     "qwen2p5_math_1p5b": {
@@ -198,7 +198,7 @@ def markdown_table(
     lines.append(f"k (responses per problem): {ks or '—'}. Cells: percent, [95% bootstrap CI over problems].")
     lines.extend(table_notes(summary, with_paper_rows=bool(rows)))
     if rows:
-        lines.append('Paper rows: the released README table; "—" where our notes give no published number.')
+        lines.append('Paper rows: the released README table; "—" where it gives no published number.')
     return "\n".join(lines) + "\n"
 
 

@@ -3,7 +3,7 @@
 Each entry names PyPI packages that carry one GGUF file of a real instruct model (split into parts
 across several wheels, or whole in one wheel), the size and sha256 of the assembled file, and the
 chat tokens of the converted folder. Provenance, licence and quantisation caveats are stated per
-model (`ModelSpec.caveat`) and in the README's "Real models" section.
+model (`ModelSpec.caveat`) and in docs/gpu.md, "Real models".
 """
 
 from __future__ import annotations
