@@ -266,13 +266,19 @@ def main(cfg: DictConfig) -> None:
     """Hydra's task: `run`. Each of these is one line: a `ConfigError` or too small a disk for the run's
     checkpoints (`DiskSpaceError`), exit 2; an NVIDIA driver too old for torch's CUDA build, Ray not
     starting, a failed checkpoint save or a full disk while writing metrics or the problem archive, exit 1."""
+    from cpmobius.engine.config import ConfigError
+
+    _restore_hydra_full_error()
+    try:
+        load_settings(cfg)  # the method's values, checked before verl, Ray or torch is imported
+    except ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
+        sys.exit(2)
     from cpmobius.checkpoint import CheckpointSaveError, describe_full_disk
     from cpmobius.checkpoint_space import DiskSpaceError
-    from cpmobius.engine.config import ConfigError
     from cpmobius.engine.gpu_driver import GpuDriverError
     from cpmobius.engine.sharing import RayStartError
 
-    _restore_hydra_full_error()
     try:
         run(cfg)
     except (ConfigError, DiskSpaceError) as error:  # nothing has started

@@ -1,11 +1,12 @@
 """Config composition: one verl base plus per-policy deltas, validated before any worker starts.
 
 The main config (`configs/cpmobius.yaml`) composes verl 0.9.1's own ``ppo_trainer`` tree from the
-installed wheel (``pkg://verl.trainer.config``), overrides verl's unsafe defaults, and holds one
-delta per policy (``coach.verl``, ``player.verl``) shaped like ``actor_rollout_ref``. Each policy's
-full verl config is the base with its delta merged over ``actor_rollout_ref`` (`policy_config`),
-because verl's actor/rollout nodes interpolate absolute paths (``actor_rollout_ref.rollout.n``): a
-grafted second copy of them would silently read the other policy's values.
+installed wheel (its ``verl/trainer/config`` folder, `VerlConfigSearchPath`), overrides verl's unsafe
+defaults, and holds one delta per policy (``coach.verl``, ``player.verl``) shaped like
+``actor_rollout_ref``. Each policy's full verl config is the base with its delta merged over
+``actor_rollout_ref`` (`policy_config`), because verl's actor/rollout nodes interpolate absolute paths
+(``actor_rollout_ref.rollout.n``): a grafted second copy of them would silently read the other policy's
+values.
 
 Checked before Ray or any worker starts (`validate_run_config`, `validate_policy_config`): the run's
 own ``trainer``/``data`` keys (a step count, a logger, a length that only fails or misbehaves
@@ -16,11 +17,14 @@ its model's context (Qwen2.5-Math has 4,096 tokens; read from the model folder's
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import os
 from pathlib import Path
 from typing import Any, Optional
 
+from hydra.core.plugins import Plugins
+from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.naming import POLICY_NAME_KEY, validate_policy_name
@@ -29,10 +33,35 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 CONFIG_NAME = "cpmobius"
 POLICY_NAMES = ("coach", "player")
 EXTERNAL_MODULE = "cpmobius.engine.extensions"
+# trainer.logger backends every verl 0.9.1 `Tracking` knows (tests/test_cli_help.py checks them against it).
+COMMON_LOGGERS = frozenset({"console", "file", "tensorboard", "wandb"})
 
 
 class ConfigError(ValueError):
     """A config value is wrong; the message names the key."""
+
+
+def verl_config_dir() -> Optional[Path]:
+    """The installed verl's ``trainer/config`` folder, found without importing verl (None: not installed)."""
+    spec = importlib.util.find_spec("verl")
+    return Path(spec.origin).parent / "trainer" / "config" if spec is not None and spec.origin else None
+
+
+class VerlConfigSearchPath(SearchPathPlugin):
+    """Puts verl's config folder on Hydra's search path as a file path.
+
+    Hydra's ``pkg://verl.trainer.config`` would import the package, and ``import verl`` loads torch,
+    Ray and verl's trainer (5-40 s): every ``--help``, ``--cfg job`` and config error waited for it.
+    The YAML files are the same either way (the composed config is identical).
+    """
+
+    def manipulate_search_path(self, search_path: Any) -> None:
+        folder = verl_config_dir()
+        if folder is not None:
+            search_path.append(provider="verl", path=f"file://{folder}")
+
+
+Plugins.instance().register(VerlConfigSearchPath)  # for compose_config and the driver's @hydra.main alike
 
 
 def compose_config(overrides: Optional[list[str]] = None, config_name: str = CONFIG_NAME) -> DictConfig:
@@ -126,11 +155,13 @@ def validate_run_config(cfg: DictConfig) -> None:
         if trainer.get("max_actor_ckpt_to_keep") is not None:
             _require_int(cfg, "trainer.max_actor_ckpt_to_keep", 1, what="must be >= 1 or null (keep all)")
         if "logger" in trainer:
-            from verl.utils.tracking import Tracking  # only here: importing verl takes seconds
-
             logger = trainer.logger
             if not OmegaConf.is_list(logger):
                 raise ConfigError(f"trainer.logger: must be a list, e.g. trainer.logger=[console,file], got {logger!r}")
+            if set(logger) <= COMMON_LOGGERS:  # verl's list needs `import verl` (seconds): only for the others
+                logger = []
+            else:
+                from verl.utils.tracking import Tracking
             for backend in logger:
                 if backend not in Tracking.supported_backend and backend != "tracking":  # verl's deprecated wandb alias
                     raise ConfigError(
