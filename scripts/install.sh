@@ -41,5 +41,15 @@ fi
 constraints="$(mktemp)"
 trap 'rm -f "$constraints"' EXIT
 python -c "from importlib.metadata import version; print('torch==' + version('torch'))" > "$constraints"
+# The lock (scripts/locks/cpu-py3XX.txt, made by scripts/lock.sh) pins every other package, so a fresh
+# install gets the versions the README's figures were made with, and pip does no backtracking.
+# CPMOBIUS_LOCK=off resolves afresh instead (what scripts/lock.sh does); a Python without a lock resolves too.
+lock="scripts/locks/cpu-$(python -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")').txt"
+if [ "${CPMOBIUS_LOCK:-on}" != off ] && [ -f "$lock" ]; then
+  grep -v '^#' "$lock" >> "$constraints"
+  echo "versions pinned by $lock"
+elif [ "${CPMOBIUS_LOCK:-on}" != off ]; then
+  echo "no lock for this Python ($lock): resolving the newest versions that fit (bash scripts/lock.sh makes one)"
+fi
 PIP_CONSTRAINT="$constraints" python -m pip install -e ".[test]"
 python -c "import torch, verl, cpmobius.engine.extensions; print('cpmobius installed: torch', torch.__version__, '| verl', verl.__version__)"

@@ -300,4 +300,51 @@ def test_readme_block_runs_from_a_fresh_clone(block, fresh_clone):
         assert result.returncode == 0, (
             f"{block.where} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
         )
+        if DEFAULT_RUN in script_of(block).splitlines():
+            assert_the_readme_table_reproduces(result.stdout)
     print(f"{block.where}: {time.monotonic() - start:.0f} s")
+
+
+# The embedded default's command line in the README, and the columns of its step table that do not
+# depend on the machine's speed (the rest are seconds).
+DEFAULT_RUN = (
+    "python -m cpmobius.main          # the embedded default: the toy world, 15 CPMöbius steps on this CPU, no download"
+)
+TIMING_COLUMNS = ("coach_s", "filter_s", "update_s", "val_s", "step_s")
+
+
+def step_rows(text: str) -> list[list[str]]:
+    """The step table's rows in ``text`` (the run's output or the README's block), without timing columns."""
+    lines = text.splitlines()
+    header = next((i for i, line in enumerate(lines) if line.split()[:2] == ["step", "val_acc"]), None)
+    assert header is not None, "no step table (a header line 'step val_acc ...')"
+    names = lines[header].split()
+    keep = [i for i, name in enumerate(names) if name not in TIMING_COLUMNS]
+    rows = []
+    for line in lines[header + 1 :]:
+        cells = line.split()
+        if len(cells) != len(names) or not cells[0].isdigit():
+            break
+        rows.append([cells[i] for i in keep])
+    return rows
+
+
+def assert_the_readme_table_reproduces(output: str) -> None:
+    """The default run's table equals the README's, row for row, timing columns aside (the README's claim)."""
+    readme = README.read_text(encoding="utf-8")
+    table = next(b for b in parse_readme(readme) if b.info == "text" and "step val_acc" in "\n".join(b.lines))
+    expected, got = step_rows("\n".join(table.lines)), step_rows(output)
+    assert len(expected) >= 2 and got == expected, "\n".join(
+        ["the default run's table differs from the README's (timings aside):", "README:"]
+        + [" ".join(r) for r in expected]
+        + ["this run:"]
+        + [" ".join(r) for r in got]
+    )
+
+
+def test_the_table_reader_drops_timings_and_stops_at_the_table_end():
+    text = "noise\nstep val_acc kept coach_s step_s\n   0   0.203    -       -      -\n   1   0.250    8     1.2    9.9\n[cpmobius] done"
+    assert step_rows(text) == [["0", "0.203", "-"], ["1", "0.250", "8"]]
+    assert any(DEFAULT_RUN in script_of(b).splitlines() for b in RUNNABLE), "the default run is not among the blocks"
+    readme_rows = step_rows(README.read_text(encoding="utf-8"))
+    assert [row[0] for row in readme_rows] == [str(i) for i in range(len(readme_rows))] and len(readme_rows) == 16
