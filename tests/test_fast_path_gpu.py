@@ -56,7 +56,7 @@ def test_a_per_call_knob_computes_the_same_pass_on_cuda(knob_policies_gpu, knob)
     checks.assert_same_pass(checks.one_update(policies["player"], checks.KNOBS[knob], vocab), baseline, atol=1e-3)
 
 
-def test_gradient_checkpointing_computes_the_same_update_on_cuda(knob_policies_gpu):
+def test_gradient_checkpointing_and_the_fused_output_layer_compute_the_same_update_on_cuda(knob_policies_gpu):
     policies, baseline, vocab = knob_policies_gpu
     checks.assert_same_pass(checks.one_update(policies["coach"], {}, vocab), baseline, atol=1e-3)
     checks.assert_same_pass(
