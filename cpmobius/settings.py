@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.engine.config import ConfigError, validate_run_config
+from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME, ConfigError, validate_run_config
 from cpmobius.prompts import ANSWER_FORMATS
 
 # player.vote: the grading modes of `cpmobius.grading` (its `MODES`; not imported here, to keep config checks light).
@@ -22,6 +22,24 @@ VOTES = ("cpmobius", "released")
 
 COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
+
+
+# The defaults of every method key live in one place, configs/cpmobius.yaml; the dataclasses below read
+# theirs from it (`default`), so a test or notebook that builds them runs the command line's defaults.
+MAIN_CONFIG = OmegaConf.load(CONFIG_DIR / f"{CONFIG_NAME}.yaml")
+_ABSENT = object()
+
+
+def default(key: str) -> Any:
+    """The default of method key ``key`` (e.g. ``"filter.quota"``): its value in ``configs/cpmobius.yaml``.
+
+    Raises:
+        KeyError: the key is not in that file (every method key must be, with its comment).
+    """
+    value = OmegaConf.select(MAIN_CONFIG, key, default=_ABSENT)
+    if value is _ABSENT:
+        raise KeyError(f"{key}: no default in configs/{CONFIG_NAME}.yaml")
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
 
 
 def _require(condition: bool, key: str, message: str) -> None:
@@ -34,22 +52,22 @@ class CoachSettings:
     """Config group ``coach`` (the ``verl`` delta aside)."""
 
     # The one fixed user message the Coach answers with a problem (released code: data.proposer_prompt).
-    instruction: str = "Generate a valid math problem."
+    instruction: str = default("coach.instruction")
     # Reject malformed candidates (empty, over-long, no question, chatter, several problems, leaked answer).
-    validate: bool = True
+    validate: bool = default("coach.validate")
     # Longest accepted problem, in characters.
-    max_problem_chars: int = 2000
+    max_problem_chars: int = default("coach.max_problem_chars")
     # Candidates whose normalised texts are at least this similar (0–1) to an earlier one are duplicates; 1 = off.
-    duplicate_similarity: float = 0.9
+    duplicate_similarity: float = default("coach.duplicate_similarity")
     # Coach reward R_i: "paper" = pass_rate_i × 100·Δt (Δt in points);
     # "released_uniform" = 100·Δt (released 1.5B script);
     # "released_advantage" = 100·Δt × token-weighted mean Player advantage (released 7B/3B scripts).
-    reward: str = "paper"
+    reward: str = default("coach.reward")
     # Train the Coach at all (False = the paper's "no Coach update" ablation).
-    update: bool = True
+    update: bool = default("coach.update")
     # Reject a candidate the world cannot read as one of its problems (reason "off_world"): only a world that
     # defines its problems has this check (the toy world, `cpmobius.toy.world.problem_difficulty`).
-    world_problems_only: bool = False
+    world_problems_only: bool = default("coach.world_problems_only")
 
     def __post_init__(self) -> None:
         _require(bool(self.instruction.strip()), "coach.instruction", "must not be empty")
@@ -63,11 +81,11 @@ class RollbackSettings:
     """Config group ``player.rollback``: the released code's return to the best-on-validation Player."""
 
     # Enable rollback (released scripts: save_load_actor=True).
-    enabled: bool = False
+    enabled: bool = default("player.rollback.enabled")
     # Non-improving validation steps before rolling back (released: save_load_interval = 15).
-    patience: int = 15
+    patience: int = default("player.rollback.patience")
     # First step at which non-improving steps are counted (released 1.5B: save_load_begin_steps = 100).
-    begin_step: int = 100
+    begin_step: int = default("player.rollback.begin_step")
 
     def __post_init__(self) -> None:
         _require(self.patience >= 1, "player.rollback.patience", "must be >= 1")
@@ -79,17 +97,17 @@ class PlayerSettings:
     """Config group ``player`` (the ``verl`` delta aside)."""
 
     # Rollouts per problem, n in the paper (released: 16); they are the filter's and the GRPO group.
-    n: int = 16
+    n: int = default("player.n")
     # A system message for every Player prompt (training and validation alike), or None for the chat
     # template's own default (Qwen2.5-Math inserts "Please reason step by step, ... \boxed{}.").
-    system_prompt: Optional[str] = None
+    system_prompt: Optional[str] = default("player.system_prompt")
     # The \boxed{} answer instruction (cpmobius/prompts.py): "auto" appends Qwen2.5-Math evaluation's CoT
     # instruction to the user turn iff the rendered chat template lacks "\boxed"; "template" never (released);
     # "append" always. Training, Δt validation and `python -m cpmobius.eval --answer-format` alike.
-    answer_format: str = "auto"
+    answer_format: str = default("player.answer_format")
     # The filter's vote over a group: "cpmobius" clusters equivalent answers (math-verify) and leaves
     # truncated rollouts out; "released" counts exact strings of the last \boxed{} (the released code's).
-    vote: str = "cpmobius"
+    vote: str = default("player.vote")
     rollback: Any = None
 
     def __post_init__(self) -> None:
@@ -109,31 +127,31 @@ class FilterSettings:
     """Config group ``filter``: the difficulty filter and its resampling."""
 
     # Keep a problem iff band_low ≤ pass rate ≤ band_high, both inclusive (paper/released: [0.2, 0.8]).
-    band_low: float = 0.2
-    band_high: float = 0.8
+    band_low: float = default("filter.band_low")
+    band_high: float = default("filter.band_high")
     # Kept problems per step, m in the paper (released: 16).
-    quota: int = 16
+    quota: int = default("filter.quota")
     # Candidates per attempt = ceil(missing × oversample): one Coach batch covers the expected losses.
-    oversample: float = 2.0
+    oversample: float = default("filter.oversample")
     # CPMöbius: size each Coach batch from the acceptance rate seen so far (`candidates_per_attempt`),
     # oversample as the floor and oversample_max as the cap, so a typical step needs one attempt.
-    adaptive_oversample: bool = False
-    oversample_max: float = 8.0
+    adaptive_oversample: bool = default("filter.adaptive_oversample")
+    oversample_max: float = default("filter.oversample_max")
     # Candidates asked for per problem still missing, over 1 / acceptance: a margin for its noise.
-    adaptive_margin: float = 1.25
+    adaptive_margin: float = default("filter.adaptive_margin")
     # CPMöbius: when the Coach is woken for an attempt it writes ceil(count × (1 + coach_reserve))
     # candidates; the attempt takes count of them and later attempts of the same step take the rest
     # first, so they need no Coach wake (two engine switches fewer each). Unused ones are dropped at the
     # step's end. 0 = the released behaviour (one Coach batch per attempt, exactly its count).
-    coach_reserve: float = 0.0
+    coach_reserve: float = default("filter.coach_reserve")
     # Attempts (Coach batch → Player rollouts → vote) per step before the shortfall policy applies.
-    max_attempts: int = 8
+    max_attempts: int = default("filter.max_attempts")
     # What to do when the quota is not met: "train_on_fewer", "skip_step" or "error".
-    on_shortfall: str = "train_on_fewer"
+    on_shortfall: str = default("filter.on_shortfall")
     # With train_on_fewer: fewer kept problems than this skip the step instead.
-    min_kept: int = 1
+    min_kept: int = default("filter.min_kept")
     # Apply the band at all (False = the paper's "no filter" ablation: every labelled problem is kept).
-    enabled: bool = True
+    enabled: bool = default("filter.enabled")
 
     def __post_init__(self) -> None:
         _require(0.0 <= self.band_low <= 1.0, "filter.band_low", "must be in [0, 1]")
@@ -164,20 +182,20 @@ class ValidationSettings:
 
     # "toy" (synthetic arithmetic), or a benchmark name under data_dir/eval (amc, minerva_math, ...),
     # or a path to a JSONL file with "problem" and "answer" fields.
-    dataset: str = "toy"
+    dataset: str = default("validation.dataset")
     # Folder holding eval/<name>/<name>.jsonl (the repository's shared data copy, or prepared data).
-    data_dir: Optional[str] = None
+    data_dir: Optional[str] = default("validation.data_dir")
     # First `size` problems of a benchmark (null = all); the toy set's size (null = 32).
-    size: Optional[int] = None
+    size: Optional[int] = default("validation.size")
     # Sampled responses per problem (released 1.5B: 10 copies of AMC at the Player's temperature).
-    samples_per_problem: int = 1
+    samples_per_problem: int = default("validation.samples_per_problem")
     # Greedy decoding (then samples_per_problem must be 1); else rollout.val_kwargs sampling.
-    greedy: bool = True
+    greedy: bool = default("validation.greedy")
     # Δt from an exponential moving average of validation accuracy with this decay, or null for none
     # (released option proposer_ema, decay 0.99, off in every script).
-    ema_decay: Optional[float] = None
+    ema_decay: Optional[float] = default("validation.ema_decay")
     # Seed of the toy validation set.
-    seed: int = 1234
+    seed: int = default("validation.seed")
 
     def __post_init__(self) -> None:
         _require(self.samples_per_problem >= 1, "validation.samples_per_problem", "must be >= 1")
@@ -197,22 +215,22 @@ class WarmupSettings:
     """Config group ``warmup``: the Coach SFT warm-up (paper §3; the paper gives no hyperparameters)."""
 
     # Run the warm-up before the loop (false = the paper's "no warm-up" ablation).
-    enabled: bool = False
+    enabled: bool = default("warmup.enabled")
     # The messages parquet: user = coach.instruction, assistant = one problem.
-    data: str = "data/warmup/coach_warmup.parquet"
+    data: str = default("warmup.data")
     # Passes over the data, and an optional cap on optimizer steps.
-    epochs: int = 1
-    max_steps: Optional[int] = None
+    epochs: int = default("warmup.epochs")
+    max_steps: Optional[int] = default("warmup.max_steps")
     # AdamW learning rate.
-    lr: float = 1e-5
+    lr: float = default("warmup.lr")
     # Sequences per optimizer step, and per device per forward pass.
-    batch_size: int = 64
-    micro_batch_size_per_gpu: int = 4
+    batch_size: int = default("warmup.batch_size")
+    micro_batch_size_per_gpu: int = default("warmup.micro_batch_size_per_gpu")
     # Tokens per conversation (instruction + problem); longer ones are cut on the right.
-    max_length: int = 1024
+    max_length: int = default("warmup.max_length")
     # A folder of finished warm-ups, one per set of inputs (`cpmobius.warmup.sft.warmup_record`): a run whose
     # Coach, data and SFT settings match a stored one starts from it (null: every run does its own).
-    cache_dir: Optional[str] = None
+    cache_dir: Optional[str] = default("warmup.cache_dir")
 
     def __post_init__(self) -> None:
         _require(self.epochs >= 1, "warmup.epochs", "must be >= 1")

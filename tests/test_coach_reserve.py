@@ -62,7 +62,7 @@ def make_loop(tmp_path, monkeypatch):
         return problems, rows(count, float(start)), Counter()
 
     def make(reserve: float, keep: set[int], quota: int = 4, max_attempts: int = 6, adaptive: bool = False):
-        def roll_out(player, texts, n, settings, *args):
+        def roll_out(player, texts, n, settings, *args, vote="cpmobius"):
             numbers = [int(t.split()[1]) for t in texts]
             outcomes = [
                 GroupOutcome("1", 0.5, [True, False], [False, False], k in keep, None if k in keep else "too_easy")

@@ -225,10 +225,10 @@ def test_propose_problems_sends_the_extracted_text_and_counts_reasons_and_extrac
     )
 
 
-def test_the_readme_defines_every_reject_reason_and_extraction_kind():
+def test_the_metrics_page_defines_every_reject_reason_and_extraction_kind():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text(encoding="utf-8")
     row = next(line for line in readme.splitlines() if line.startswith("| `coach/candidates`"))
     assert all(reason in row for reason in REJECT_REASONS)
     row = next(line for line in readme.splitlines() if line.startswith("| `coach/extracted/<kind>`"))
