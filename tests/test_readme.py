@@ -314,18 +314,23 @@ TIMING_COLUMNS = ("coach_s", "filter_s", "update_s", "val_s", "step_s")
 
 
 def step_rows(text: str) -> list[list[str]]:
-    """The step table's rows in ``text`` (the run's output or the README's block), without timing columns."""
+    """The step table's rows in ``text`` (the run's output or the README's block), without timing columns.
+
+    Rows are the lines after the header with as many cells as it and a step number first; other lines (a
+    worker's log, the run's closing lines) are passed over, and a closing fence ends the README's block.
+    """
     lines = text.splitlines()
     header = next((i for i, line in enumerate(lines) if line.split()[:2] == ["step", "val_acc"]), None)
     assert header is not None, "no step table (a header line 'step val_acc ...')"
     names = lines[header].split()
     keep = [i for i, name in enumerate(names) if name not in TIMING_COLUMNS]
     rows = []
-    for line in lines[header + 1 :]:
+    for line in lines[header + 1 :]:  # a run's log lines may stand between its rows
         cells = line.split()
-        if len(cells) != len(names) or not cells[0].isdigit():
+        if len(cells) == len(names) and cells[0].isdigit():
+            rows.append([cells[i] for i in keep])
+        elif line.startswith("```"):
             break
-        rows.append([cells[i] for i in keep])
     return rows
 
 
@@ -343,7 +348,10 @@ def assert_the_readme_table_reproduces(output: str) -> None:
 
 
 def test_the_table_reader_drops_timings_and_stops_at_the_table_end():
-    text = "noise\nstep val_acc kept coach_s step_s\n   0   0.203    -       -      -\n   1   0.250    8     1.2    9.9\n[cpmobius] done"
+    text = (
+        "noise\nstep val_acc kept coach_s step_s\n   0   0.203    -       -      -\n(worker pid=7) a log line\n"
+        "   1   0.250    8     1.2    9.9\n[cpmobius] done: 1 steps"
+    )
     assert step_rows(text) == [["0", "0.203", "-"], ["1", "0.250", "8"]]
     assert any(DEFAULT_RUN in script_of(b).splitlines() for b in RUNNABLE), "the default run is not among the blocks"
     readme_rows = step_rows(README.read_text(encoding="utf-8"))
