@@ -158,15 +158,15 @@ def validate_run_config(cfg: DictConfig) -> None:
             logger = trainer.logger
             if not OmegaConf.is_list(logger):
                 raise ConfigError(f"trainer.logger: must be a list, e.g. trainer.logger=[console,file], got {logger!r}")
-            if set(logger) <= COMMON_LOGGERS:  # verl's list needs `import verl` (seconds): only for the others
-                logger = []
-            else:
+            others = [backend for backend in logger if backend not in COMMON_LOGGERS]
+            if others:  # verl's list of backends needs `import verl` (seconds): only for these
                 from verl.utils.tracking import Tracking
-            for backend in logger:
-                if backend not in Tracking.supported_backend and backend != "tracking":  # verl's deprecated wandb alias
-                    raise ConfigError(
-                        f"trainer.logger: unknown backend {backend!r} (known: {Tracking.supported_backend})"
-                    )
+
+                for backend in others:
+                    if backend not in Tracking.supported_backend and backend != "tracking":  # verl's old wandb alias
+                        raise ConfigError(
+                            f"trainer.logger: unknown backend {backend!r} (known: {Tracking.supported_backend})"
+                        )
         if "resume_mode" in trainer:
             modes = ("auto", "disable", "resume_path")
             if trainer.resume_mode not in modes:
