@@ -220,6 +220,31 @@ def _score_only(args: argparse.Namespace) -> str:
     return _write_comparison(per_model, merge_paper_rows(paper_by_model), out, args.bootstrap)
 
 
+def _score(
+    records: Any,
+    rows: Mapping[str, Any],
+    sizes: Mapping[str, int],
+    args: argparse.Namespace,
+    validation_set: str,
+    limit: Optional[int],
+) -> dict[str, Any]:
+    """`score_run` with the command line's grading options; the result records ``limit`` (``--limit``)."""
+    result = score_run(
+        records,
+        rows,
+        args.answer_key,
+        args.grader,
+        not args.no_grader_report,
+        args.bootstrap,
+        benchmark_sizes=sizes,
+        allow_partial=args.allow_partial,
+        allow_uneven=args.allow_uneven_k,
+        validation_set=validation_set,
+    )
+    result["limit"] = limit
+    return result
+
+
 def _score_files(paths: Sequence[str], args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     """Grade one model's completion files; returns (the `score_run` result, the first file's run.json)."""
     records = [r for path in paths for r in read_completions(path)]
@@ -237,19 +262,7 @@ def _score_files(paths: Sequence[str], args: argparse.Namespace) -> tuple[dict[s
     if args.validation_set is None and "validation_set" in run:
         print(f"[evaluate] {run_path}: validation set {validation_set} (OOD Avg leaves it out)", file=sys.stderr)
     rows, sizes = _load_rows(benches, args, limit)
-    result = score_run(
-        records,
-        rows,
-        args.answer_key,
-        args.grader,
-        not args.no_grader_report,
-        args.bootstrap,
-        benchmark_sizes=sizes,
-        allow_partial=args.allow_partial,
-        allow_uneven=args.allow_uneven_k,
-        validation_set=validation_set,
-    )
-    result["limit"] = limit
+    result = _score(records, rows, sizes, args, validation_set, limit)
     result["generation"] = generation_of(run_path)
     result["completions"] = [str(p) for p in paths]
     return result, run
@@ -331,19 +344,7 @@ def _generate(args: argparse.Namespace) -> str:
     for model, label in zip(args.model, labels):
         records = generate_model(model, label, rows, k, args, out / label)
         record_validation_set(out / label / "run.json", validation_set)
-        result = score_run(
-            records,
-            rows,
-            args.answer_key,
-            args.grader,
-            not args.no_grader_report,
-            args.bootstrap,
-            benchmark_sizes=sizes,
-            allow_partial=args.allow_partial,
-            allow_uneven=args.allow_uneven_k,
-            validation_set=validation_set,
-        )
-        result["limit"] = args.limit
+        result = _score(records, rows, sizes, args, validation_set, args.limit)
         result["generation"] = generation_of(out / label / "run.json")
         rows_paper = paper_rows_for(args.paper_model, model)
         paper_by_model[label] = rows_paper
