@@ -157,8 +157,10 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     )
 
 
-def run(cfg: DictConfig) -> Any:
+def run(cfg: DictConfig, settings: Any = None) -> Any:
     """`build_loop`, then `fit`. Returns the final `LoopState` (None when there was nothing to do).
+
+    ``settings`` is `load_settings(cfg)` when the caller has checked it already (built here otherwise).
 
     Raises:
         ConfigError: for any bad value, before Ray or a worker starts.
@@ -171,7 +173,7 @@ def run(cfg: DictConfig) -> Any:
     from cpmobius.checkpoint_space import check_checkpoint_space
     from cpmobius.engine.gpu_driver import check_this_machine
 
-    settings = load_settings(cfg)
+    settings = settings if settings is not None else load_settings(cfg)
     done = resume_step(cfg)
     if done >= int(cfg.trainer.total_training_steps):
         print(
@@ -270,7 +272,7 @@ def main(cfg: DictConfig) -> None:
 
     _restore_hydra_full_error()
     try:
-        load_settings(cfg)  # the method's values, checked before verl, Ray or torch is imported
+        settings = load_settings(cfg)  # the method's values, checked before verl, Ray or torch is imported
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
@@ -280,7 +282,7 @@ def main(cfg: DictConfig) -> None:
     from cpmobius.engine.sharing import RayStartError
 
     try:
-        run(cfg)
+        run(cfg, settings)
     except (ConfigError, DiskSpaceError) as error:  # nothing has started
         print(f"{'config error' if isinstance(error, ConfigError) else 'error'}: {error}", file=sys.stderr)
         sys.exit(2)
