@@ -22,7 +22,9 @@ Settings (``--settings``, comma-separated; default all, in this order):
   compiled by Triton: packed sequences cost their own attention only);
 - ``fused_triton``, ``fused_triton_2x``, ``fused_torch``: ``dyn_rmpad_ckpt`` (and twice its budget) with
   verl's fused output layer (``model.use_fused_kernels``, Triton or plain-torch backend): log-probs and
-  entropy computed from the hidden states in chunks, never the whole logits tensor.
+  entropy computed from the hidden states in chunks, never the whole logits tensor;
+- ``varlen_fused`` (``_nockpt``: without gradient checkpointing): ``fused_torch`` with PyTorch's varlen flash
+  attention over the packed rows (``attn_implementation=sdpa_varlen``, `cpmobius.engine.varlen_attention`).
 
 Settings that need another model build (gradient checkpointing, the attention kernel) run in their own
 process; the others share one policy and differ only in the knobs verl reads per call. Each process warms
@@ -44,7 +46,12 @@ and h200_update_fused_2026-12-03/): micro-batches of one padded sequence: log-pr
 (2.1-2.6 % MFU); dynamic batch size 8,192 + remove padding + gradient checkpointing (sdpa): 25, 22 and 82 s; the same
 with verl's fused output layer (torch backend, the GPU presets): 7.6, 7.7 and 26 s (11-13 % MFU), Triton backend 35 s
 for the update; at 32,768 tokens a micro-batch 38 s (masked sdpa attends over the whole packed row); offload off
-changed nothing; flex attention with the fused layer: reference 4.8 s (21 %), update 23 s.
+changed nothing; flex attention with the fused layer: reference 4.8 s (21 %), update 23 s. With varlen attention
+(``sdpa_varlen``, the GPU presets; results/h200_update_varlen_2026-12-03/) and 32,768 tokens a micro-batch: 3.6, 3.8
+and 12.2 s (24-27 % MFU).
+
+``--profile`` runs the first timed call of each pass under the PyTorch profiler and writes where its time went
+to ``--out``/profiles/ (`cpmobius.engine.pass_profile`); the profiled call's seconds are inflated.
 
 ``--smoke`` runs a tiny shape on this machine's CPU (``backend=cpu``, 8 rows): a check of the benchmark
 itself, whose figures mean nothing. Writes ``bench_update_gpu.md`` and ``bench_update_gpu.json`` to
@@ -55,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -109,10 +117,17 @@ SMOKE_BASE = [
     "data.max_response_length=48",
 ]
 # Model builds: what a setting fixes when the model is built (remove padding is on in each, so verl's
-# monkey patch for it is applied as in a fast-path run; per-call knobs then choose the path).
+# monkey patch for it is applied as in a fast-path run; per-call knobs then choose the path). The GPU presets
+# run varlen attention: the builds without it name sdpa.
 BUILDS = {
-    "sdpa": ["actor_rollout_ref.model.enable_gradient_checkpointing=false"],
-    "sdpa_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true"],
+    "sdpa": [
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+    ],
+    "sdpa_ckpt": [
+        "actor_rollout_ref.model.enable_gradient_checkpointing=true",
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+    ],
     "flex_ckpt": [
         "actor_rollout_ref.model.enable_gradient_checkpointing=true",
         "actor_rollout_ref.model.override_config.attn_implementation=flex_attention",
@@ -124,14 +139,31 @@ BUILDS = {
         "actor_rollout_ref.model.enable_gradient_checkpointing=true",
         "actor_rollout_ref.model.use_fused_kernels=true",
         "actor_rollout_ref.model.fused_kernel_options.impl_backend=triton",
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa",
     ],
     "fused_torch_ckpt": [
         "actor_rollout_ref.model.enable_gradient_checkpointing=true",
         "actor_rollout_ref.model.use_fused_kernels=true",
         "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch",
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa",
     ],
     "fused_torch": [
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        "actor_rollout_ref.model.use_fused_kernels=true",
+        "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch",
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+    ],
+    # PyTorch's own varlen flash attention on the packed rows (cpmobius.engine.varlen_attention): each
+    # sequence's attention only, where sdpa's block-diagonal mask computes the whole row's scores.
+    "varlen_fused_ckpt": [
+        "actor_rollout_ref.model.enable_gradient_checkpointing=true",
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa_varlen",
+        "actor_rollout_ref.model.use_fused_kernels=true",
+        "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch",
+    ],
+    "varlen_fused": [
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa_varlen",
         "actor_rollout_ref.model.use_fused_kernels=true",
         "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch",
     ],
@@ -195,6 +227,16 @@ def settings(budget: int) -> dict[str, Setting]:
         "fused_torch_nockpt": Setting(
             f"dynamic bsz {budget} + remove padding, fused output (torch)",
             "fused_torch",
+            {"use_remove_padding": True, **dynamic},
+        ),
+        "varlen_fused": Setting(
+            f"dynamic bsz {budget} + remove padding + grad ckpt, varlen attention, fused output (torch)",
+            "varlen_fused_ckpt",
+            {"use_remove_padding": True, **dynamic},
+        ),
+        "varlen_fused_nockpt": Setting(
+            f"dynamic bsz {budget} + remove padding, varlen attention, fused output (torch)",
+            "varlen_fused",
             {"use_remove_padding": True, **dynamic},
         ),
         "flex_fused": Setting(
@@ -494,6 +536,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         default=None,
         help="only rebuild the table from these part_*.json files (of one or several runs)",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile the first timed call of each pass (<out>/profiles/, cpmobius.engine.pass_profile); slows it",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one model build, run in its own process
     parser.add_argument("--model", type=Path, default=None, help=argparse.SUPPRESS)
     args, args.overrides = parser.parse_known_args(argv)
@@ -524,6 +571,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(text)
         return 0
     builds = list(dict.fromkeys(table[n].build for n in names))
+    if args.profile:  # the workers inherit it (cpmobius.engine.config.worker_env_vars)
+        os.environ["CPMOBIUS_PROFILE_PASSES"] = str(args.out / "profiles")
     with tempfile.TemporaryDirectory(prefix="bench_update_model_") as folder:
         import torch
 

@@ -3,15 +3,17 @@
 For each knob of the fast path (remove padding: the sequences of a micro-batch packed into one row,
 attention kept inside each sequence from the position ids; dynamic batch size: micro-batches cut by a
 token budget; larger micro-batches; gradient checkpointing; verl's fused output layer, which computes
-log-probs and entropy from the hidden states in chunks), one pass over the same rollouts with the knob on
+log-probs and entropy from the hidden states in chunks; varlen attention over the packed rows), one pass over
+the same rollouts with the knob on
 and off must give the same old and reference log-probs, entropies and the same update: loss terms and
 gradient norm within 1e-2 relative. Both policies train at learning rate 0, so the weights stay put and
 every pass sees the same model (checked at the end).
 
 The knobs that verl reads per call (``use_remove_padding``, ``use_dynamic_bsz``,
 ``max_token_len_per_gpu``, ``micro_batch_size_per_gpu``) are set per call, as verl's worker does from
-its config; gradient checkpointing and the fused output layer are set when the model is built, so the
-Coach here is built with both and the Player with neither, from the same weights. The model's output
+its config; gradient checkpointing, the fused output layer and the attention are set when the model is
+built, so the Coach here is built with all three (``sdpa_varlen``, which on a CPU runs each packed sequence's
+own ``sdpa``) and the Player with none (``sdpa``), from the same weights. The model's output
 layer is untied from its input embedding, as in Qwen2.5-Math-1.5B: verl then shards it as its own FSDP2
 unit, which the fused layer cannot read without our fix. One Ray start and two verl workers for the
 module (about 2 minutes on 2 cores, most of it start-up).
@@ -59,8 +61,8 @@ def knob_policy_class():
 def start_knob_policies(overrides: list[str], model_path: str) -> dict:
     """Ray and the two policies' verl workers (no rollout servers), both from ``model_path`` at LR 0.
 
-    The Player is built as configured, the Coach with gradient checkpointing and verl's fused output
-    layer; both with ``use_remove_padding`` on, so verl's monkey patch for it is applied as in a
+    The Player is built as configured, the Coach with gradient checkpointing, verl's fused output
+    layer and varlen attention; both with ``use_remove_padding`` on, so verl's monkey patch for it is applied as in a
     fast-path run.
     """
     import ray
@@ -79,6 +81,7 @@ def start_knob_policies(overrides: list[str], model_path: str) -> dict:
             "++coach.verl.model.enable_gradient_checkpointing=true",
             "++coach.verl.model.use_fused_kernels=true",
             "++coach.verl.model.fused_kernel_options.impl_backend=torch",
+            "++coach.verl.model.override_config.attn_implementation=sdpa_varlen",
             "++player.verl.model.enable_gradient_checkpointing=false",
             "++player.verl.model.use_fused_kernels=false",
             *overrides,
@@ -185,7 +188,7 @@ def test_a_per_call_knob_computes_the_same_pass(knob_policies, knob):
 
 
 @pytest.mark.slow
-def test_gradient_checkpointing_and_the_fused_output_layer_compute_the_same_update(knob_policies):
+def test_gradient_checkpointing_the_fused_output_layer_and_varlen_attention_compute_the_same_update(knob_policies):
     policies, baseline, vocab = knob_policies
     assert_same_pass(one_update(policies["coach"], {}, vocab), baseline)
     assert_same_pass(one_update(policies["coach"], KNOBS["dynamic_bsz_remove_padding"], vocab), baseline)
@@ -222,6 +225,7 @@ def test_the_gpu_presets_turn_the_fast_path_on_and_validate(overrides):
         )
         assert arr.rollout.log_prob_use_dynamic_bsz and arr.ref.log_prob_use_dynamic_bsz, name
         assert arr.model.use_fused_kernels and arr.model.fused_kernel_options.impl_backend == "torch", name
+        assert arr.model.override_config.attn_implementation == "sdpa_varlen", name
         longest = int(arr.rollout.prompt_length) + int(arr.rollout.response_length)
         for budget in (
             arr.actor.ppo_max_token_len_per_gpu,

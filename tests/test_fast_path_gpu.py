@@ -1,5 +1,6 @@
 """The fast-path checks of ``tests/test_fast_path.py`` on CUDA: verl's FSDP engine in bf16 mixed precision,
-sdpa attention, a random Qwen2 of about 0.5B parameters. Remove padding here takes a different sdpa kernel
+sdpa attention for the Player and PyTorch's varlen flash kernel for the Coach (``sdpa_varlen``), a random
+Qwen2 of about 0.5B parameters. Remove padding here takes a different sdpa kernel
 than the padded pass (a block-diagonal mask over one packed row), so the passes agree to bf16 rounding,
 within the same 1e-2 relative. Skipped without CUDA.
 

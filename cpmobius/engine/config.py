@@ -338,8 +338,9 @@ def worker_env_vars(cfg: DictConfig) -> dict[str, str]:
             filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore::UserWarning:verl.workers.engine"])
         ),
     }
-    if os.environ.get("CPMOBIUS_PROFILE_DIR"):  # profile each worker's model build (cpmobius.engine.worker)
-        env["CPMOBIUS_PROFILE_DIR"] = os.environ["CPMOBIUS_PROFILE_DIR"]
+    for name in ("CPMOBIUS_PROFILE_DIR", "CPMOBIUS_PROFILE_PASSES"):  # profiles of the model build and passes
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     platform = cfg.backend.platform
     if platform:
         env["VERL_PLATFORM"] = str(platform)

@@ -3,10 +3,12 @@
 The only additions: before verl builds the training engine, the CPU fixes of
 `cpmobius.engine.cpu_platform.install_cpu_engine_fixes` are installed in the worker process
 (a no-op on any other platform), the output layer stays in the root FSDP2 unit when verl's fused
-output kernels are on (`keep_fused_output_layer_in_root_unit`), and the library notices of
+output kernels are on (`keep_fused_output_layer_in_root_unit`), ``attn_implementation=sdpa_varlen`` is
+known (`cpmobius.engine.varlen_attention`), and the library notices of
 `cpmobius.engine.quiet` are silenced.
 With ``CPMOBIUS_PROFILE_DIR`` set (`benchmarks/bench_step_gpu.py --profile-startup` sets it), the model build
-is profiled (cProfile) and its 40 costliest calls by cumulative time go to ``<dir>/init_model_<pid>.txt``.
+is profiled (cProfile) and its 40 costliest calls by cumulative time go to ``<dir>/init_model_<pid>.txt``;
+with ``CPMOBIUS_PROFILE_PASSES`` set, one call of each model pass is (`cpmobius.engine.pass_profile`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from verl.utils import fsdp_utils
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
 from cpmobius.engine.cpu_platform import install_cpu_engine_fixes
+from cpmobius.engine.pass_profile import profile_passes
 from cpmobius.engine.quiet import quiet_policy_worker
+from cpmobius.engine.varlen_attention import register as register_varlen_attention
 
 
 def keep_fused_output_layer_in_root_unit() -> None:
@@ -58,13 +62,17 @@ class PolicyWorker(ActorRolloutRefWorker):
     def init_model(self):
         install_cpu_engine_fixes()
         keep_fused_output_layer_in_root_unit()
+        register_varlen_attention()
         quiet_policy_worker()
         profile_dir = os.environ.get("CPMOBIUS_PROFILE_DIR")
         if not profile_dir:
-            return super().init_model()
+            super().init_model()
+            profile_passes(self)
+            return
         profiler = cProfile.Profile()
         try:
-            return profiler.runcall(super().init_model)
+            profiler.runcall(super().init_model)
+            profile_passes(self)
         finally:
             text = io.StringIO()
             pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)

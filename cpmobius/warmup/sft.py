@@ -356,6 +356,9 @@ def measure_coach_validity(
 def main() -> None:
     import cpmobius.engine.extensions  # noqa: F401  (CPU platform registered in this process)
     from cpmobius.engine.cpu_platform import install_cpu_engine_fixes, is_cpu_platform
+    from cpmobius.engine.varlen_attention import register as register_varlen_attention
+
+    register_varlen_attention()  # the GPU presets' attn_implementation
 
     if is_cpu_platform():
         import verl.utils.distributed as distributed

@@ -8,7 +8,8 @@
 # Knobs (environment): SETTINGS (bench_update_gpu.py --settings), BUDGET (--budget, tokens a micro-batch),
 # UPDATE_ARGS (more options and Hydra overrides for bench_update_gpu.py, e.g. offload off), RUNS (how many
 # update benchmarks, separated by ";" in SETTINGS / BUDGET / UPDATE_ARGS when > 1), TAG (a prefix for a second
-# start's run folders), SKIP_LOGPROBS (non-empty: no log-prob micro-benchmark).
+# start's run folders), SKIP_LOGPROBS (non-empty: no log-prob micro-benchmark). With --profile in UPDATE_ARGS,
+# the passes' profiles come back as profiles.tgz.
 # Here, once: `bash ../shared/tools/make_device_bundle.sh .whl` (verl, Ray, Hydra as wheels).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 NCCL_NVLS_ENABLE=0
@@ -17,6 +18,8 @@ WORK=/root/bench_update
 
 copy_out() {
   cp $WORK/*.md $WORK/*.json "$OUT/" 2>/dev/null
+  profiles=$(cd $WORK && ls -d ./*/profiles 2>/dev/null)
+  [ -n "$profiles" ] && tar czf "$OUT/profiles.tgz" -C $WORK $profiles
   for log in $WORK/*.log; do [ -f "$log" ] && tail -c 2000000 "$log" > "$OUT/$(basename "$log")"; done
 }
 
