@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME, ConfigError, validate_run_config
+from cpmobius.engine.config import MAIN_CONFIG, ConfigError, validate_run_config
 from cpmobius.prompts import ANSWER_FORMATS
 
 # player.vote: the grading modes of `cpmobius.grading` (its `MODES`; not imported here, to keep config checks light).
@@ -26,7 +26,6 @@ SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
 
 # The defaults of every method key live in one place, configs/cpmobius.yaml; the dataclasses below read
 # theirs from it (`default`), so a test or notebook that builds them runs the command line's defaults.
-MAIN_CONFIG = OmegaConf.load(CONFIG_DIR / f"{CONFIG_NAME}.yaml")
 _ABSENT = object()
 
 
@@ -38,7 +37,7 @@ def default(key: str) -> Any:
     """
     value = OmegaConf.select(MAIN_CONFIG, key, default=_ABSENT)
     if value is _ABSENT:
-        raise KeyError(f"{key}: no default in configs/{CONFIG_NAME}.yaml")
+        raise KeyError(f"{key}: no default in configs/cpmobius.yaml")
     return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
 
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
-from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME
+from cpmobius.engine.config import MAIN_CONFIG
 
 # The keys people change most: (key, what it is).
 KNOBS = (
@@ -64,7 +64,7 @@ def overrides_from_argv(argv: list[str]) -> list[str]:
 
 def default_options() -> dict[str, Optional[str]]:
     """Each config group's default option, from the main config's defaults list (``{"backend": "cpu", ...}``)."""
-    defaults = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / f"{CONFIG_NAME}.yaml"))["defaults"]
+    defaults = OmegaConf.to_container(MAIN_CONFIG.defaults)
     return {key: value for entry in defaults if isinstance(entry, dict) for key, value in entry.items()}
 
 

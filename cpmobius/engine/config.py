@@ -31,6 +31,9 @@ from cpmobius.engine.naming import POLICY_NAME_KEY, validate_policy_name
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 CONFIG_NAME = "cpmobius"
+# The main config as written (defaults list and method defaults), read once: `cpmobius.settings.default` takes
+# the method keys' defaults from it and `cpmobius.usage` the config groups' default options.
+MAIN_CONFIG = OmegaConf.load(CONFIG_DIR / f"{CONFIG_NAME}.yaml")
 POLICY_NAMES = ("coach", "player")
 EXTERNAL_MODULE = "cpmobius.engine.extensions"
 # trainer.logger backends every verl 0.9.1 `Tracking` knows (tests/test_cli_help.py checks them against it).
