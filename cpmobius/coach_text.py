@@ -98,7 +98,15 @@ _REFUSAL = re.compile(
 # topic), so that a problem's own "Please provide your answer as a fraction." is not matched.
 _TASK_NOUN = (
     r"(?:(?:a|the|some|more|any|your)\s+)?(?:(?:specific|more|particular|math(?:ematical|s)?|valid)\s+){0,3}"
-    r"(?:problems?|questions?|details?|topics?|information|description|context|type|kind|requirements?|instructions?)\b"
+    r"(?:problems?|questions?|details?|topics?|subjects?|difficulty|information|description|context|type|kind|"
+    r"requirements?|instructions?)\b"
+)
+# What the user would choose: "topic", "area of math", "kind of problem" (in the clauses below only; a
+# bare "area" is a problem's quantity: "Could you tell me which of the two areas is larger?").
+_TOPIC = (
+    r"(?:topics?|subjects?|difficulty|level|problems?|questions?|exercises?|"
+    r"(?:areas?|fields?|branch(?:es)?)\s+of\s+(?:math(?:ematic)?s?)|"
+    r"(?:type|kind|sort)s?\s+of\s+(?:(?:math(?:ematical|s)?|word)\s+)?(?:problems?|questions?|exercises?))\b"
 )
 _ASKS_USER = re.compile(
     r"\b(?:(?:could|would|can|will)\s+you\s+(?:please\s+)?|please\s+)"
@@ -108,7 +116,25 @@ _ASKS_USER = re.compile(
     r"(?:(?:math(?:ematical|s)?|word)\s+)?"
     r"(?:problems?|questions?|exercises?)\s+(?:are|would|do|did|should)\s+you\b"
     r"|\byou(?:'d|\u2019d|\s+would)\s+like\s+me\s+to\s+(?:generate|create|write|make|come\s+up|help|provide)\b"
-    r"|\b(?:problems?|questions?)\s+(?:are|were)\s+you\s+looking\s+for\b",
+    r"|\b(?:problems?|questions?)\s+(?:are|were)\s+you\s+looking\s+for\b"
+    # Offers of help: "What do you need assistance with?", "How can I help you today?".
+    r"|\bwhat\s+(?:do|would)\s+you\s+(?:need|want|like)\s+(?:some\s+)?(?:help|assistance)\b"
+    r"|\b(?:how|what)\s+(?:can|could|may|shall)\s+i\s+(?:help|assist|do\s+for)\b"
+    r"|\bwhat\s+would\s+you\s+like\s+me\s+to\s+do\b|\byou(?:'d|\u2019d|\s+would)\s+like\s+me\s+to\s+focus\b"
+    r"|\bi\s+(?:need|require|would\s+need)\s+(?:a\s+(?:bit|little)\s+)?(?:more\s+)?"
+    r"(?:information|details|context|clarification)\b",
+    re.IGNORECASE,
+)
+# The task's topic or kind as a clause: "Could you tell me which topic you would like?", "Let me know what
+# area of math you want.", "What topic would you like?", "Do you have a specific topic in mind?", "the
+# problem you have in mind".
+_ASKS_TOPIC = re.compile(
+    rf"\b(?:(?:could|would|can|will)\s+you\s+(?:please\s+)?tell\s+me|let\s+me\s+know)\s+(?:which|what)\s+"
+    rf"(?:\w+\s+){{0,3}}?{_TOPIC}"
+    rf"|\b(?:what|which)\s+(?:(?:specific|particular)\s+)?{_TOPIC}\s+(?:of\s+\w+\s+)?(?:would|do|should)\s+you\s+"
+    rf"(?:like|prefer|want|need|choose)\b"
+    rf"|\b(?:do|did)\s+you\s+have\s+(?:a|any)\s+(?:(?:specific|particular|certain)\s+)?{_TOPIC}\s+in\s+mind\b"
+    rf"|\b{_TOPIC}\s+(?:that\s+)?you\s+have\s+in\s+mind\b",
     re.IGNORECASE,
 )
 # A worked solution: a sentence that starts solving ("To solve this, we", "Let's calculate",
@@ -246,9 +272,12 @@ def asks_user(text: str) -> bool:
 
     Checked on the whole response, like a refusal: "Sure! What type of math problem are you looking
     for?" ends with "?" and would pass as a problem (4 of 16 responses of Qwen2.5-Coder-0.5B-Instruct
-    as Coach, recorded on a CPU at T=0.9, asked back).
+    as Coach, recorded on a CPU at T=0.9, asked back). Also offers of help ("What do you need
+    assistance with?") and questions about the topic ("Could you tell me which topic you would
+    like?"); a problem's own question ("What is the value of x?", "Could you tell how many divisors
+    360 has?") is not matched.
     """
-    return bool(_ASKS_USER.search(text))
+    return bool(_ASKS_USER.search(text) or _ASKS_TOPIC.search(text))
 
 
 def is_worked_solution(text: str) -> bool:

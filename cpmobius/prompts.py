@@ -15,6 +15,7 @@ answered "12 + 35 = 47", unboxed, and no boxed answer means no vote). With ``aut
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 Messages = list[dict[str, str]]
@@ -27,6 +28,14 @@ BOXED_INSTRUCTION = "Please reason step by step, and put your final answer withi
 # template = never (the chat template and system_prompt alone; the released code); append = always.
 ANSWER_FORMATS = ("auto", "template", "append")
 _BOXED = "\\boxed"
+# A problem that itself asks for the box: an empty or placeholder box (`\boxed{}`, `\boxed{Your answer}`)
+# or "in/within \boxed". A filled box in the text (Minerva's earlier sub-problems quote their solutions,
+# `\boxed{5}`) asks for nothing.
+_ASKS_FOR_BOX = re.compile(
+    r"\\boxed\s*\{\s*(?:(?:your|the)\s+(?:final\s+)?answer(?:\s+here)?)?\s*\}"
+    r"|\b(?:in|within|inside|into|using|with)\s+(?:a\s+)?\\boxed(?![A-Za-z])",
+    re.IGNORECASE,
+)
 
 
 def coach_prompt(instruction: str) -> Messages:
@@ -43,14 +52,16 @@ def player_prompt(
         problem: the problem text.
         system_prompt: an explicit system turn, or None for the chat template's own.
         answer_instruction: appended to the user turn after a newline (`resolve_answer_instruction`),
-            unless None or the problem already mentions ``\\boxed`` (then it would be said twice).
+            unless None or the problem itself already asks for the box (an empty ``\\boxed{}`` or
+            "within ``\\boxed``": it would be said twice); a filled ``\\boxed{5}`` quoted in the problem
+            (Minerva's sub-problems quote earlier solutions) asks for nothing.
 
     Returns:
         ``[{"role": "system", ...}]`` when ``system_prompt`` is given, then ``{"role": "user", ...}``.
     """
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     user = problem
-    if answer_instruction and _BOXED not in problem:
+    if answer_instruction and not _ASKS_FOR_BOX.search(problem):
         # CPMöbius: the released code relies on Qwen2.5-Math's template for the answer format.
         user = f"{problem}\n{answer_instruction}"
     return messages + [{"role": "user", "content": user}]

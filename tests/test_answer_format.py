@@ -143,6 +143,34 @@ def test_the_instruction_is_never_said_twice():
     ]
 
 
+@pytest.mark.parametrize(
+    "problem",
+    [
+        "What is 2 + 3? Put your answer in \\boxed{}.",
+        "What is 2 + 3? Present the answer in LaTeX format: \\boxed{Your answer}",
+        "What is 2 + 3? Write the final answer within \\boxed.",
+    ],
+)
+def test_a_problem_that_asks_for_the_box_gets_no_second_instruction(problem):
+    assert player_prompt(problem, None, BOXED_INSTRUCTION) == [{"role": "user", "content": problem}]
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        # Minerva's sub-problems quote the earlier sub-problem's solution, its answer boxed: they ask for nothing.
+        "Preamble: A star has radius 2. Subproblem 0: find its area. Solution: the area is \\boxed{4\\pi}. "
+        "Final answer: The final answer is 4\\pi. Subproblem 1: find its circumference.",
+        "The previous answer was $\\boxed{12}$. Now double it.",
+        "Explain what the \\boxed command does, then compute 2 + 3.",
+    ],
+)
+def test_a_box_quoted_in_the_problem_does_not_replace_the_instruction(problem):
+    assert player_prompt(problem, None, BOXED_INSTRUCTION) == [
+        {"role": "user", "content": f"{problem}\n{BOXED_INSTRUCTION}"}
+    ]
+
+
 def test_bad_values_are_refused():
     with pytest.raises(ValueError, match="answer format must be one of"):
         resolve_answer_instruction("boxed", build_char_tokenizer())

@@ -245,6 +245,16 @@ ASKS_BACK = [
     "that I can create a valid one.",
     "Sure! Please provide me with a problem you'd like me to help you generate.",
     "Which kind of problems would you like? Could you give me more details?",
+    # Asked back in other words (offers of help, the topic as a clause), at the start, middle or end.
+    "What do you need assistance with?",
+    "Could you tell me which topic you would like?",
+    "Please provide more details about the problem you have in mind.",
+    "Hello! How can I help you today? I can write problems in algebra or geometry.",
+    "I can write a problem in algebra, geometry or number theory. Do you have a specific topic in mind?",
+    "Sure. What topic would you like the problem to be about?",
+    "Let me know which area of math you want, and I will write a problem for it.",
+    "Happy to help. I need more information about what kind of problem you want.",
+    "Is there a particular subject you would like me to focus on? For example, fractions.",
 ]
 # Problems that talk to the solver in the same words, and stay problems.
 ASKS_THE_SOLVER = [
@@ -252,6 +262,11 @@ ASKS_THE_SOLVER = [
     "Could you tell how many positive divisors 360 has?",
     "What kind of triangle has sides 3, 4 and 5?",
     "Tom is looking for a number whose square is 144. What number is he looking for?",
+    "What is the value of x if 2x + 3 = 11?",
+    "Could you tell me which of the two areas is larger: a circle of radius 2 or a square of side 3?",
+    "A farmer has 12 cows. What do you need to add to 12 to get 20?",
+    "If the number you have in mind is doubled, it gives 10. What is the number?",
+    "How can I arrange 5 books on a shelf in a row? Count the arrangements.",
 ]
 
 

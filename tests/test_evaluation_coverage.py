@@ -21,6 +21,7 @@ from cpmobius.eval.generation import (
     SamplingSettings,
     VLLMGenerator,
     left_pad,
+    make_generator,
     plan_request,
     replicate,
     vllm_inputs,
@@ -436,3 +437,44 @@ def test_hf_generator_greedy_decodes_once_per_prompt(model_cache):
     assert len(rows) == 1 and len(rows[0]) == 2
     pad = gen.tokenizer.pad_token_id
     assert [[t for t in r if t != pad] for r in rows[0]] == [prompts[1], prompts[0]]
+
+
+class _Stop(Exception):
+    """Raised by a stubbed loader once it has recorded its arguments."""
+
+
+def test_checkpoint_code_runs_only_when_asked(monkeypatch):
+    # A downloaded checkpoint's own Python code must not run by default, on either backend.
+    import transformers
+
+    from cpmobius.eval.options import build_parser
+
+    seen = []
+
+    def record(*args, **kwargs):
+        seen.append(kwargs.get("trust_remote_code"))
+        raise _Stop
+
+    class LLM:
+        def __init__(self, **kwargs):
+            record(**kwargs)
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", record)
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=None))
+    for backend in ("hf", "vllm"):
+        for asked in ({}, {"trust_remote_code": True}):
+            with pytest.raises(_Stop):
+                make_generator("some/model", SamplingSettings(), backend, **asked)
+    assert seen == [False, True, False, True]
+    assert build_parser().parse_args(["--model", "m"]).trust_remote_code is False
+    assert build_parser().parse_args(["--model", "m", "--trust-remote-code"]).trust_remote_code is True
+
+
+def test_training_loads_models_without_their_code():
+    from cpmobius.engine.config import compose_config, policy_config
+
+    cfg = compose_config(["model=qwen2p5_math_1p5b"])
+    assert [policy_config(cfg, role).actor_rollout_ref.model.trust_remote_code for role in ("coach", "player")] == [
+        False,
+        False,
+    ]

@@ -139,6 +139,7 @@ def generate_model(
                 tensor_parallel_size=args.tensor_parallel_size,
                 gpu_memory_utilization=args.gpu_memory_utilization,
                 max_model_len=args.max_model_len,
+                trust_remote_code=args.trust_remote_code,
             )
             run["backend"] = generator.backend
             # The \boxed{} instruction as in training (player.answer_format), resolved from this model's template.

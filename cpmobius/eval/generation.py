@@ -5,7 +5,7 @@ prompts given as token ids (`cpmobius.eval.data.encode_prompt`: the chat templat
 that writes `bos_token` gets exactly one BOS; text would be tokenized again with a second BOS):
 
 * `VLLMGenerator`: `vllm.LLM` offline generation (the released evaluation's engine, notes §5.1:
-  `tensor_parallel_size=1`, `gpu_memory_utilization=0.9`, `trust_remote_code=True` by default).
+  `tensor_parallel_size=1`, `gpu_memory_utilization=0.9`).
 * `HFGenerator`: HF transformers `generate` on CPU or GPU, left-padded batches, a tqdm progress bar.
 
 Sampling (`SamplingSettings`) defaults to the released protocol: T=0.7, top-p 0.9, repetition penalty
@@ -21,7 +21,8 @@ penalty unless asked for (the released greedy 7B-Instruct validation inherited 1
 sampling settings; our `--greedy` once silently applied 1.05 too); the released harness expands each
 problem into k parquet rows and samples n=1 per row; we ask for k samples per prompt (`n=k`), which
 draws from the same distribution (greedy: n=1, copied). Seeds are ours (the released run set none),
-so reruns reproduce.
+so reruns reproduce. A checkpoint's own Python code is never run unless asked for (`trust_remote_code`,
+the CLI's `--trust-remote-code`; released: always on): Qwen2.5 and Llama need none.
 """
 
 from __future__ import annotations
@@ -175,7 +176,8 @@ class VLLMGenerator:
     Args:
         model: local folder or hub id; sampling: the run's `SamplingSettings`;
         tensor_parallel_size, gpu_memory_utilization, dtype: passed to `vllm.LLM`;
-        max_model_len: optional context cap (prompt + response tokens).
+        max_model_len: optional context cap (prompt + response tokens);
+        trust_remote_code: run the Python code shipped with the checkpoint (off: only built-in architectures).
     """
 
     model: str
@@ -184,6 +186,7 @@ class VLLMGenerator:
     gpu_memory_utilization: float = 0.9
     dtype: str = "auto"
     max_model_len: Optional[int] = None
+    trust_remote_code: bool = False
     backend: str = "vllm"
     llm: Any = field(default=None, init=False)
     tokenizer: Any = field(default=None, init=False)
@@ -195,7 +198,8 @@ class VLLMGenerator:
         kwargs = dict(
             model=self.model,
             tensor_parallel_size=self.tensor_parallel_size,
-            trust_remote_code=True,
+            # CPMöbius: off unless asked for (released: on, so a downloaded checkpoint ran its own code).
+            trust_remote_code=self.trust_remote_code,
             gpu_memory_utilization=self.gpu_memory_utilization,
             dtype=self.dtype,
             seed=self.sampling.seed,
@@ -235,7 +239,8 @@ class HFGenerator:
         model: local folder or hub id; sampling: the run's `SamplingSettings`;
         device: "cpu", "cuda" or "auto" (CUDA when available);
         dtype: "auto" (bf16 on CUDA, fp32 on CPU), "bfloat16", "float16" or "float32";
-        batch_size: sequences per `generate` call (prompts × samples).
+        batch_size: sequences per `generate` call (prompts × samples);
+        trust_remote_code: run the Python code shipped with the checkpoint (off: only built-in architectures).
     """
 
     model: str
@@ -243,6 +248,7 @@ class HFGenerator:
     device: str = "auto"
     dtype: str = "auto"
     batch_size: int = 16
+    trust_remote_code: bool = False
     backend: str = "hf"
     net: Any = field(default=None, init=False)
     tokenizer: Any = field(default=None, init=False)
@@ -263,11 +269,13 @@ class HFGenerator:
         }.get(self.dtype)
         if dtype is None:
             raise ValueError(f"unknown dtype {self.dtype!r}; expected auto, bfloat16, float16 or float32")
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model, trust_remote_code=True)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model, trust_remote_code=self.trust_remote_code)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.net = AutoModelForCausalLM.from_pretrained(self.model, dtype=dtype, trust_remote_code=True).to(device)
+        self.net = AutoModelForCausalLM.from_pretrained(
+            self.model, dtype=dtype, trust_remote_code=self.trust_remote_code
+        ).to(device)
         self.net.eval()
         self.context_tokens = int(getattr(self.net.config, "max_position_embeddings", 0) or 0) or None
         self.device = device
@@ -340,7 +348,7 @@ def make_generator(model: str, sampling: SamplingSettings, backend: str = "auto"
 
     Args:
         options: `tensor_parallel_size`, `gpu_memory_utilization`, `max_model_len` (vLLM);
-            `device`, `batch_size` (HF); `dtype` (both).
+            `device`, `batch_size` (HF); `dtype`, `trust_remote_code` (both; default off).
 
     Raises:
         ValueError: unknown backend, or "vllm" asked for without vLLM installed.
@@ -352,7 +360,7 @@ def make_generator(model: str, sampling: SamplingSettings, backend: str = "auto"
             raise ValueError(
                 "backend=vllm but vllm cannot be imported (pip install 'cpmobius[gpu]'), or use backend=hf"
             )
-        keys = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype")
+        keys = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "trust_remote_code")
         return VLLMGenerator(model, sampling, **{k: v for k, v in options.items() if k in keys and v is not None})
-    keys = ("device", "batch_size", "dtype")
+    keys = ("device", "batch_size", "dtype", "trust_remote_code")
     return HFGenerator(model, sampling, **{k: v for k, v in options.items() if k in keys and v is not None})

@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument(
         "--dtype", default="auto", help="model weights' dtype (e.g. bfloat16, float32), or auto: the checkpoint's"
     )
+    engine.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run the Python code shipped with a checkpoint (only for architectures transformers/vLLM lack; "
+        "Qwen2.5 and Llama need none)",
+    )
     engine.add_argument("--batch-size", type=int, default=16, help="HF backend: sequences per generate call")
     engine.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM backend: GPUs per model")
     engine.add_argument(

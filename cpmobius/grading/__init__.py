@@ -111,6 +111,22 @@ words, `\text{}`                words (≥ 3 letters or several words) compare  
 expressions `x^2+3x`            equal iff equal at both points (variables     x^2+3x = x(x+3);
                                 matter; `e` is Euler's number inside an       \sqrt{x^2} ≠ x;
                                 expression, a bare `e` is a letter)           x+1 ≠ y+1
+clock times `7:15 PM`           a meridiem (`PM`, `p.m.`, `pm`, `\text{PM}`)  7:15 PM = 19:15 =
+                                reads the time on the 24-hour clock; a bare   7:15 p.m.;
+                                time is read as written (24-hour)             7:15 PM ≠ 7:15 AM;
+                                                                              12:30 AM = 0:30
+imaginary unit `i`              i is the imaginary unit, never a variable     i^{5} = 1i = i;
+                                                                              (2-i)(2+i) = 5
+emphasis `\underline{12}`       font, emphasis and colour wrappers and        \boldsymbol{12} =
+                                old-style declarations (`\bf`, `\it`) are     \textcolor{blue}{12}
+                                dropped                                       = \bf 12 = 12 ≠ 13
+typography `3²`, `a₁`           unicode super-/subscripts: `^{..}`, `_{..}`;  10⁻² = 10^{-2};
+                                −, ×, ÷, √, π, ≤, ≥, ∅, …, ∈, ± as LaTeX      6÷3 = 2
+empty set                       `\varnothing`, `\{\}`, `∅` are `\emptyset`    ∅ = \{\} ≠ \{0\}
+labelled tuple `(a,b)=(2,5)`    a leading assignment to a tuple of names is   (a,b)=(2,5) = (2,5)
+                                dropped (as `x = 5` is 5)
+ellipsis                        `\dots`, `\cdots`, `...`, `…` are `\ldots`    1,2,\dots = 1,2,...
+                                (`...` right after a digit: left as written)
 code style                      `pi`→`\pi`, `*`→`\cdot`, `**`→`^`,            -2*pi = -2\pi;
                                 `sqrt(x)`→`\sqrt{x}`, `exp(x)`→`e^{x}`,       pi/2 = \frac{\pi}{2};
                                 `ln(x)`, `sin(x)`, `log_2(x)`, ... →          sin(pi/6) = 1/2;

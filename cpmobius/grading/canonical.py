@@ -93,6 +93,13 @@ _UNICODE = str.maketrans(
         "\u2264": "\\leq ",
         "\u2265": "\\geq ",
         "\u2260": "\\neq ",
+        "\u00f7": "\\div ",
+        "\u2205": "\\emptyset ",
+        "\u2026": "...",
+        "\u222a": "\\cup ",
+        "\u2229": "\\cap ",
+        "\u2208": "\\in ",
+        "\u00b1": "\\pm ",
         "\u00a0": " ",
         "\u2009": " ",
         "\u202f": " ",
@@ -125,11 +132,34 @@ _UNICODE = str.maketrans(
         },
     }
 )
+# Unicode superscripts and subscripts: a run of them is one exponent / index (`10⁻²` is 10^{-2}).
+_SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ", "0123456789+-=()ni"))
+_SUBSCRIPTS = dict(zip("₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎", "0123456789+-=()"))
+_SUPER_RE = re.compile("[" + "".join(_SUPERSCRIPTS) + "]+")
+_SUB_RE = re.compile("[" + "".join(_SUBSCRIPTS) + "]+")
 _BOX_OPEN_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _LEFTRIGHT_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)(?![A-Za-z])")
 _STYLE_RE = re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|mathrm\{\s*\})(?![A-Za-z])")
 _FRAC_RE = re.compile(r"\\[dtc]frac(?![A-Za-z])")
 _TEXTCMD_RE = re.compile(r"\\(?:textbf|textrm|textit|textnormal|textsf|texttt|mbox|hbox)(?![A-Za-z])")
+# Emphasis that does not change the value: wrappers (the group stays, `\underline{12}` → `{12}`),
+# colour (`\textcolor{blue}{12}`, `\color{red} 12`) and old-style declarations (`{\bf 12}`).
+_EMPHASIS_RE = re.compile(
+    r"\\(?:boldsymbol|bm|pmb|underline|uline|emph|mathbf|mathit|mathsf|mathtt|mathnormal|textup|textmd)\s*(?=\{)"
+    r"|\\(?:textcolor|color|colorbox)\s*(?:\[[^\]{}]*\]\s*)?\{[^{}]*\}"
+    r"|\\(?:bf|it|rm|sf|tt|sl|em|bfseries|itshape|mdseries|upshape|rmfamily|sffamily|ttfamily|normalfont|boldmath)"
+    r"(?![A-Za-z])"
+)
+_TEXT_GROUP_RE = re.compile(r"\\text\s*\{\s*\{([^{}]*)\}\s*\}")
+# Clock times with a meridiem: `7:15 PM`, `7:15 p.m.`, `7:15pm`, `7:15\\text{ PM}`, `7 PM` (hours 1–12).
+_TIME_RE = re.compile(
+    r"(?<![\d:.])(?P<h>\d{1,2})(?::(?P<m>[0-5]\d)(?::(?P<s>[0-5]\d))?)?(?:\s|~|\\[,;: ]|\\q?quad(?![A-Za-z]))*"
+    r"(?P<mer>\\(?:text|mathrm)\s*\{\s*[AaPp]\.?\s*[Mm]\.?\s*\}|[AaPp]\.?\s*[Mm](?![A-Za-z])\.?)"
+)
+_ELLIPSIS_RE = re.compile(r"\\(?:ldots|cdots|dots[cbmoi]?|mathellipsis|hdots)(?![A-Za-z])|(?<![\d.])\.\.\.(?!\.)")
+_EMPTY_SET_RE = re.compile(r"\\varnothing(?![A-Za-z])|\\\{\s*\\\}")
+# A leading assignment to a tuple of names, `(a, b) = (2, 5)`: the labels of the tuple that follows.
+_TUPLE_ASSIGN_RE = re.compile(r"^\((?:[A-Za-z]|\\[A-Za-z]+)(?:,(?:[A-Za-z]|\\[A-Za-z]+))+\)=(?=[(\[])")
 _OPTION_RE = re.compile(
     r"^(?:" + _FONT + r"\s*\{\s*)?\(\s*([A-E])\s*\)(?P<gap>\s*\}?(?:\s|~|\\ |\\q?quad|\\[,;:]|:)*)(.*)$", re.S
 )
@@ -251,6 +281,19 @@ def _repeating_decimals(s: str) -> str:
     return _PAREN_REPEND_RE.sub(paren, s)
 
 
+def _clock_time(m: re.Match) -> str:
+    """`7:15 PM` → `19:15`, `12:30 AM` → `0:30`, `7 PM` → `19:00` (24-hour, no leading zero).
+
+    Left as written: an hour outside 1–12, and a lower-case undotted meridiem without minutes
+    (`2am` is also the product 2·a·m)."""
+    hour, meridiem = int(m.group("h")), m.group("mer")
+    if not 1 <= hour <= 12 or (m.group("m") is None and meridiem.islower() and "." not in meridiem):
+        return m.group(0)
+    pm = "p" in meridiem.lower()  # neither "text" nor "mathrm" has a p
+    clock = f"{hour % 12 + (12 if pm else 0)}:{m.group('m') or '00'}"
+    return clock + (f":{m.group('s')}" if m.group("s") else "")
+
+
 def _mixed(m: re.Match) -> str:
     whole, num, den = re.sub(r"\D", "", m.group("whole")), m.group("num"), m.group("den")
     proper = num[0] != "0" and 0 < int(num) < int(den)
@@ -362,11 +405,15 @@ def canonicalize(ans: str) -> str:
     if "\u221a" in ans or "\u221b" in ans or "\u221c" in ans:
         ans = _unicode_radicals(ans)
     s = ans.translate(_UNICODE).strip()
+    if _SUPER_RE.search(s) or _SUB_RE.search(s):
+        s = _SUPER_RE.sub(lambda m: "^{" + "".join(_SUPERSCRIPTS[c] for c in m.group(0)) + "}", s)
+        s = _SUB_RE.sub(lambda m: "_{" + "".join(_SUBSCRIPTS[c] for c in m.group(0)) + "}", s)
     s = _unwrap_boxes(s)
     s = s.replace("\\$", "").replace("$", "")
     if s[:2] in ("\\(", "\\[") and s[-2:] in ("\\)", "\\]"):
         s = s[2:-2]
     s = _LEFTRIGHT_RE.sub("", s)
+    s = _EMPTY_SET_RE.sub(r"\\emptyset ", s)
     s = _STYLE_RE.sub("", s)
     s = _FRAC_RE.sub(r"\\frac", s)
     s = _TEXTCMD_RE.sub(r"\\text", s).strip()
@@ -374,6 +421,11 @@ def canonicalize(ans: str) -> str:
         return m.group(1)
     if (m := _OPTION_RE.match(s)) and _is_option_value(m.group(3), bool(m.group("gap"))):
         return canonicalize(m.group(3))  # "(B) 12", "\mathbf{(B)}\ x^2": the value after an option label
+    s = _EMPHASIS_RE.sub("", s)
+    s = _TEXT_GROUP_RE.sub(r"\\text{\1}", s)  # `\textbf{\emph{word}}` → `\text{word}`
+    s = _ELLIPSIS_RE.sub(r"\\ldots ", s)
+    if ":" in s or "m" in s.lower():
+        s = _TIME_RE.sub(_clock_time, s)  # CPMöbius: a meridiem is part of the time, not a unit
     s = _DEGREE_RE.sub("", s)
     s = _PERCENT_RE.sub("", s)
     s = _EMPTY_TEXT_RE.sub("", s)
@@ -409,6 +461,8 @@ def canonicalize(ans: str) -> str:
         # CPMöbius: "x = 5" is the answer 5, "x \in [2, 5)" is [2, 5) (a leading assignment of a
         # constant is dropped; "y = 2x + 3" stays an equation for math-verify).
         s = s[m.end() :]
+    elif (m := _TUPLE_ASSIGN_RE.match(s)) and not re.search(r"[=<>A-Za-z]", strip_commands(s[m.end() :])):
+        s = s[m.end() :]  # CPMöbius: "(a, b) = (2, 5)" is the pair (2, 5), as "x = 5" is 5
     s = _strip_outer_braces(s.lstrip("="))
     return s.rstrip(".,;").strip()
 

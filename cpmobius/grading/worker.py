@@ -60,7 +60,21 @@ def _mv_parse(s: str) -> list:
         )
         mv_grader.sympy_numeric_eq = _numeric_eq
         mv_grader.sympy_expr_eq = _expr_eq
-    return mv["parse"]("\\boxed{" + s + "}", extraction_config=mv["cfg"], parsing_timeout=None)
+    parsed = mv["parse"]("\\boxed{" + s + "}", extraction_config=mv["cfg"], parsing_timeout=None)
+    return [_imaginary_unit(e) for e in parsed]
+
+
+def _imaginary_unit(e: Any) -> Any:
+    """`e` with the symbol i read as the imaginary unit (math-verify leaves it a variable, so
+    `i^{5}` ≠ `i` and `(2-i)(2+i)` ≠ 5); strings and other objects unchanged."""
+    import sympy
+
+    if not isinstance(e, sympy.Basic):
+        return e
+    # CPMöbius: i is the imaginary unit, as on the fast path (which never takes i as a variable);
+    # latex2sympy gives it non-real assumptions, so it is matched by name.
+    units = {s: sympy.I for s in e.free_symbols if isinstance(s, sympy.Symbol) and s.name == "i"}
+    return e.xreplace(units) if units else e
 
 
 _MAX_FACTORIAL = 20_000  # 20000! has ~77k digits, within the fast path's exact-size limit
