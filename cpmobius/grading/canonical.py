@@ -20,6 +20,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from cpmobius.grading.numerals import (
+    AmbiguousNumeral,
+    clock_times,
+    join_thousands,
+    mixed_numbers,
+    repeating_decimals,
+)
+
 MAX_ANSWER_CHARS = 3000
 """Longest answer (characters) that is canonicalised and compared; a longer one is over the cost
 budget: equal only to the identical string, status "timeout" against anything else."""
@@ -151,11 +159,6 @@ _EMPHASIS_RE = re.compile(
     r"(?![A-Za-z])"
 )
 _TEXT_GROUP_RE = re.compile(r"\\text\s*\{\s*\{([^{}]*)\}\s*\}")
-# Clock times with a meridiem: `7:15 PM`, `7:15 p.m.`, `7:15pm`, `7:15\\text{ PM}`, `7 PM` (hours 1–12).
-_TIME_RE = re.compile(
-    r"(?<![\d:.])(?P<h>\d{1,2})(?::(?P<m>[0-5]\d)(?::(?P<s>[0-5]\d))?)?(?:\s|~|\\[,;: ]|\\q?quad(?![A-Za-z]))*"
-    r"(?P<mer>\\(?:text|mathrm)\s*\{\s*[AaPp]\.?\s*[Mm]\.?\s*\}|[AaPp]\.?\s*[Mm](?![A-Za-z])\.?)"
-)
 _ELLIPSIS_RE = re.compile(r"\\(?:ldots|cdots|dots[cbmoi]?|mathellipsis|hdots)(?![A-Za-z])|(?<![\d.])\.\.\.(?!\.)")
 _EMPTY_SET_RE = re.compile(r"\\varnothing(?![A-Za-z])|\\\{\s*\\\}")
 # A leading assignment to a tuple of names, `(a, b) = (2, 5)`: the labels of the tuple that follows.
@@ -202,125 +205,6 @@ _CODE_FUNC_RE = re.compile(
 )
 _ASSIGN_RE = re.compile(r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?[A-Za-z0-9]+\}?)?(?:=(?!=)|\\in(?![A-Za-z]))")
 _REL_OPS = {"\\le": "\\leq", "\\ge": "\\geq", "\\ne": "\\neq", ">=": "\\geq", "<=": "\\leq", "!=": "\\neq"}
-
-
-_THOUSANDS_RE = {
-    inside: re.compile(r"(?<![\d.])(\d{1,3})((?:" + sep + r"\d{3})+)(?!\d)")
-    for inside, sep in ((True, r"(?:\{,\}|,\\!)\s*"), (False, r"(?:\{,\}\s*|,\\!\s*|,)"))
-}
-
-
-# Spacing between two digit runs: white space and LaTeX spaces (`\ `, `\,`, `~`, `\quad`, ...).
-_SEP = r"(?:\s|(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|\\(?:enspace|thinspace)(?![A-Za-z])|~)+"
-_MIXED_SLASH_RE = re.compile(
-    r"(?<![\d./^_])(?<![\^_]\{)(?P<whole>\d+(?:"
-    + _SEP
-    + r"\d{3})*)"
-    + _SEP
-    + r"(?P<num>\d+)\s*/\s*(?P<den>\d+)(?![\d.])"
-)
-_GROUPED_RE = re.compile(r"\d{1,3}(?:" + _SEP + r"\d{3})*")
-_REPEND = r"(?:\{\s*(?P<rep>\d+)\s*\}|(?P<rep1>\d))"
-_OVERLINE_RE = re.compile(
-    r"(?<![\d.])(?P<whole>\d*)\.(?P<fixed>\d*)\\(?:overline|bar|widebar)\s*" + _REPEND + r"(?![\d.])"
-)
-_DOTS_RE = re.compile(r"(?<![\d.])(?P<whole>\d*)\.(?P<digits>(?:\d|\\dot\s*(?:\{\s*\d\s*\}|\d))+)(?![\d.])")
-_DOT_DIGIT_RE = re.compile(r"\\dot\s*\{?\s*(\d)\s*\}?|(\d)")
-_PAREN_REPEND_RE = re.compile(r"(?<![\d.])(?P<whole>\d*)\.(?P<fixed>\d*)\((?P<rep>\d+)\)(?![\d.])")
-
-
-class _Ambiguous(Exception):
-    """The answer reads two ways (or is malformed in a way that has no safe reading)."""
-
-
-def _rational_latex(whole: str, fixed: str, rep: str) -> str:
-    """`whole.fixed(rep)(rep)...` as `\\frac{p}{q}` (or an integer): the exact repeating decimal."""
-    from fractions import Fraction
-
-    value = Fraction(int(whole or "0")) + Fraction(int(fixed or "0"), 10 ** len(fixed))
-    value += Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
-    if value.denominator == 1:
-        return str(value.numerator)
-    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
-
-
-def _dotted(m: re.Match) -> str:
-    """`0.1\\dot{6}` (one dotted digit: the repetend) or `0.\\dot{1}4\\dot{2}` (first and last)."""
-    marks = [(d or e, bool(d)) for d, e in _DOT_DIGIT_RE.findall(m.group("digits"))]
-    dotted = [i for i, (_, dot) in enumerate(marks) if dot]
-    if not dotted:
-        return m.group(0)
-    if len(dotted) > 2 or dotted[-1] != len(marks) - 1:
-        raise _Ambiguous
-    digits = "".join(d for d, _ in marks)
-    first = dotted[0]
-    return _rational_latex(m.group("whole"), digits[:first], digits[first:])
-
-
-def _repeating_decimals(s: str) -> str:
-    r"""Rewrite repeating decimals as exact rationals (item: `0.\overline{1}` is 1/9, not 0).
-
-    `0.1\overline{6}` and `0.1\bar{6}` (bar over the repetend), `0.1\dot{6}` and
-    `0.\dot{1}4\dot{2}` (dots over its first and last digit), `0.(3)` (the repetend in
-    parentheses right after the point). `0.1(6)` is no answer: digits between the point and the
-    parenthesis also read as a product or as an uncertainty (`1.5(2)` = 1.5 ± 0.2).
-    """
-    if "." not in s:
-        return s
-    s = _OVERLINE_RE.sub(
-        lambda m: _rational_latex(m.group("whole"), m.group("fixed"), m.group("rep") or m.group("rep1")), s
-    )
-    if "\\dot" in s:
-        s = _DOTS_RE.sub(_dotted, s)
-
-    def paren(m: re.Match) -> str:
-        if m.group("fixed"):
-            raise _Ambiguous
-        return _rational_latex(m.group("whole"), "", m.group("rep"))
-
-    return _PAREN_REPEND_RE.sub(paren, s)
-
-
-def _clock_time(m: re.Match) -> str:
-    """`7:15 PM` → `19:15`, `12:30 AM` → `0:30`, `7 PM` → `19:00` (24-hour, no leading zero).
-
-    Left as written: an hour outside 1–12, and a lower-case undotted meridiem without minutes
-    (`2am` is also the product 2·a·m)."""
-    hour, meridiem = int(m.group("h")), m.group("mer")
-    if not 1 <= hour <= 12 or (m.group("m") is None and meridiem.islower() and "." not in meridiem):
-        return m.group(0)
-    pm = "p" in meridiem.lower()  # neither "text" nor "mathrm" has a p
-    clock = f"{hour % 12 + (12 if pm else 0)}:{m.group('m') or '00'}"
-    return clock + (f":{m.group('s')}" if m.group("s") else "")
-
-
-def _mixed(m: re.Match) -> str:
-    whole, num, den = re.sub(r"\D", "", m.group("whole")), m.group("num"), m.group("den")
-    proper = num[0] != "0" and 0 < int(num) < int(den)
-    grouping = len(num) == 3 and _GROUPED_RE.fullmatch(m.group("whole")) is not None
-    if proper and not grouping:
-        return f"\\frac{{{int(whole) * int(den) + int(num)}}}{{{int(den)}}}"
-    if grouping and not proper:
-        return m.group(0)  # digit groups: `1 000/3` is 1000/3 (the spaces vanish below)
-    raise _Ambiguous  # `12 345/678` (both readings), `3 5/2` (neither)
-
-
-def _mixed_numbers(s: str) -> str:
-    r"""Rewrite `3 1/2`, `2\ 3/4`, `-1~1/2` (an integer, spacing, a proper fraction) as 7/2, 11/4, -3/2.
-
-    The fraction must be proper, and the spaces must not also read as digit grouping (`1 000/3`
-    is 1000/3, `12 345/678` is ambiguous: no answer). `3\frac{1}{2}` is read as 7/2 by the fast
-    path (the LaTeX mixed-number convention) and is not touched here.
-    """
-    if "/" not in s:
-        return s
-    return _MIXED_SLASH_RE.sub(_mixed, s)
-
-
-def _join_thousands(s: str) -> str:
-    # Inside brackets a plain comma separates elements; {,} and ,\! still group digits.
-    pat = _THOUSANDS_RE[s[:1] in "([" or s.startswith("\\{")]
-    return pat.sub(lambda m: m.group(1) + re.sub(r"\D", "", m.group(2)), s)
 
 
 def _replace_calls(s: str, call_re: re.Pattern, opening: dict[str, str]) -> str:
@@ -425,16 +309,16 @@ def canonicalize(ans: str) -> str:
     s = _TEXT_GROUP_RE.sub(r"\\text{\1}", s)  # `\textbf{\emph{word}}` → `\text{word}`
     s = _ELLIPSIS_RE.sub(r"\\ldots ", s)
     if ":" in s or "m" in s.lower():
-        s = _TIME_RE.sub(_clock_time, s)  # CPMöbius: a meridiem is part of the time, not a unit
+        s = clock_times(s)  # CPMöbius: a meridiem is part of the time, not a unit
     s = _DEGREE_RE.sub("", s)
     s = _PERCENT_RE.sub("", s)
     s = _EMPTY_TEXT_RE.sub("", s)
-    s = _join_thousands(s)
+    s = join_thousands(s)
     try:
         # CPMöbius: a repeating decimal keeps its point (`0.\overline{1}` is 1/9, not 0·bar(1)),
         # and a mixed number keeps its space (`3 1/2` is 7/2, never 31/2).
-        s = _mixed_numbers(_repeating_decimals(s))
-    except _Ambiguous:
+        s = mixed_numbers(repeating_decimals(s))
+    except AmbiguousNumeral:
         return ""  # two readings: no answer (a placeholder)
     s = _SPACING_RE.sub(lambda m: "" if m.group(0) == "\\!" else " ", s)
     while m := _UNIT_TEXT_RE.match(s):
