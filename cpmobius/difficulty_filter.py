@@ -155,7 +155,7 @@ def candidates_per_attempt(missing: int, settings: FilterSettings, totals: dict[
         missing: problems still wanted this step (>= 1).
         settings: the filter settings.
         totals: running counts ``candidates`` and ``accepted`` over earlier steps and this step's earlier
-            attempts (`LoopState.filter_totals` plus the step's own), so the first step adapts too.
+            attempts (`DifficultyFilter.totals` plus the step's own), so the first step adapts too.
 
     Returns:
         The number of candidates (>= missing).
