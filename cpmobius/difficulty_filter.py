@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from cpmobius.grading import majority_vote
+from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import player_prompt
 from cpmobius.settings import FilterSettings
 
@@ -118,7 +119,7 @@ def assign_pseudo_labels(
 
 
 def roll_out_and_filter(
-    player: Any,
+    player: TrainedPolicy,
     problems: Sequence[str],
     n: int,
     settings: FilterSettings,

@@ -18,7 +18,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from verl import DataProto
 
@@ -28,6 +28,7 @@ from cpmobius.difficulty_filter import GroupOutcome, candidates_per_attempt, rol
 from cpmobius.engine.timing import OpLog
 from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems, QuotaNotMetError
+from cpmobius.policy_api import TrainedPolicy
 from cpmobius.settings import Settings
 
 
@@ -71,8 +72,8 @@ class DifficultyFilter:
     def __init__(
         self,
         settings: Settings,
-        coach: Any,
-        player: Any,
+        coach: TrainedPolicy,
+        player: TrainedPolicy,
         prompt_args: tuple[Optional[str], Optional[str]],
         archive_dir: Path,
         stages: OpLog,

@@ -18,6 +18,7 @@ from cpmobius import checkpoint, metrics
 from cpmobius.engine.timing import OpLog, op_marks, op_metrics
 from cpmobius.filter_stage import DifficultyFilter
 from cpmobius.loop_state import KeptProblems, LoopState
+from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import resolve_answer_instruction
 from cpmobius.rewards import (
     coach_advantages,
@@ -52,8 +53,8 @@ class CoachPlayerLoop:
         self,
         cfg: Any,
         settings: Settings,
-        coach: Any,
-        player: Any,
+        coach: TrainedPolicy,
+        player: TrainedPolicy,
         logger: Any = None,
         ground_truth: Any = None,
         val_set: Any = None,
