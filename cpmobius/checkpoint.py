@@ -25,11 +25,13 @@ import os
 import random
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
+
+from cpmobius.policy_api import TrainedPolicy
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
 
@@ -53,7 +55,7 @@ def restore_rng(state: dict) -> None:
 def save_checkpoint(
     root: str | os.PathLike,
     step: int,
-    policies: dict[str, Any],
+    policies: dict[str, TrainedPolicy],
     loop_state: dict,
     config: DictConfig,
     keep: Optional[int] = None,
@@ -214,7 +216,7 @@ def resume_step(cfg: DictConfig) -> int:
 BEST_RECORD = "cpmobius_best.json"
 
 
-def save_best_policy(folder: str | os.PathLike, policy: Any, score: float, step: int) -> Path:
+def save_best_policy(folder: str | os.PathLike, policy: TrainedPolicy, score: float, step: int) -> Path:
     """Save ``policy`` as the best one so far, with its score inside the folder, atomically.
 
     Written into ``.<name>.partial`` and swapped into place (the old copy kept as ``.<name>.previous``
@@ -253,7 +255,7 @@ def read_best_record(folder: str | os.PathLike) -> Optional[dict]:
     return json.loads(record.read_text()) if record.is_file() else None
 
 
-def load_checkpoint(path: str | os.PathLike, policies: dict[str, Any]) -> dict:
+def load_checkpoint(path: str | os.PathLike, policies: dict[str, TrainedPolicy]) -> dict:
     """Load both policies (weights, optimizer, scheduler, RNG) and the driver RNG; return the loop state."""
     path = Path(path)
     state = json.loads((path / "loop_state.json").read_text())

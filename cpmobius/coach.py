@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from cpmobius.coach_text import LINE_START, asks_user, extract_problem, is_refusal, is_worked_solution
 from cpmobius.duplicates import mark_duplicates
+from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import coach_prompt, player_prompt
 from cpmobius.settings import CoachSettings
 
@@ -351,7 +352,7 @@ def read_problem(response: str, truncated: bool, settings: CoachSettings) -> Pro
 
 
 def propose_problems(
-    coach: Any, settings: CoachSettings, count: int, seen: Iterable[str] = ()
+    coach: TrainedPolicy, settings: CoachSettings, count: int, seen: Iterable[str] = ()
 ) -> tuple[list[Problem], Any, Counter]:
     """Sample ``count`` candidate problems from the Coach and validate them.
 
@@ -386,7 +387,10 @@ def propose_problems(
 
 
 def reject_unfit_prompts(
-    problems: list[Problem], player: Any, system_prompt: Optional[str], answer_instruction: Optional[str] = None
+    problems: list[Problem],
+    player: TrainedPolicy,
+    system_prompt: Optional[str],
+    answer_instruction: Optional[str] = None,
 ) -> int:
     """Reject valid problems whose rendered Player prompt has more tokens than the Player accepts.
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from cpmobius.grading import majority_vote
+from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import player_prompt
 from cpmobius.settings import FilterSettings
 
@@ -118,7 +119,7 @@ def assign_pseudo_labels(
 
 
 def roll_out_and_filter(
-    player: Any,
+    player: TrainedPolicy,
     problems: Sequence[str],
     n: int,
     settings: FilterSettings,
@@ -155,7 +156,7 @@ def candidates_per_attempt(missing: int, settings: FilterSettings, totals: dict[
         missing: problems still wanted this step (>= 1).
         settings: the filter settings.
         totals: running counts ``candidates`` and ``accepted`` over earlier steps and this step's earlier
-            attempts (`LoopState.filter_totals` plus the step's own), so the first step adapts too.
+            attempts (`DifficultyFilter.totals` plus the step's own), so the first step adapts too.
 
     Returns:
         The number of candidates (>= missing).

@@ -8,22 +8,17 @@ before the loop, runs the steps, logs, archives every generated problem, and che
 
 from __future__ import annotations
 
-import json
-import math
 import time
-from collections import Counter
 from pathlib import Path
-from typing import Any, ContextManager, Optional
+from typing import Any, ContextManager
 
 from omegaconf import OmegaConf
-from verl import DataProto
 
 from cpmobius import checkpoint, metrics
-from cpmobius.coach import Problem, propose_problems, reject_off_world, reject_unfit_prompts
-from cpmobius.difficulty_filter import candidates_per_attempt, roll_out_and_filter
 from cpmobius.engine.timing import OpLog, op_marks, op_metrics
-from cpmobius.grading import answers_equivalent
-from cpmobius.loop_state import KeptProblems, LoopState, QuotaNotMetError
+from cpmobius.filter_stage import DifficultyFilter
+from cpmobius.loop_state import KeptProblems, LoopState
+from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import resolve_answer_instruction
 from cpmobius.rewards import (
     coach_advantages,
@@ -58,8 +53,8 @@ class CoachPlayerLoop:
         self,
         cfg: Any,
         settings: Settings,
-        coach: Any,
-        player: Any,
+        coach: TrainedPolicy,
+        player: TrainedPolicy,
         logger: Any = None,
         ground_truth: Any = None,
         val_set: Any = None,
@@ -96,13 +91,24 @@ class CoachPlayerLoop:
         # each stage's (stage, start, end) in perf_counter seconds (bench_step_gpu.py attributes operations by them)
         self.stages = OpLog()
         self._step_mark = 0
+        self.filter = DifficultyFilter(
+            settings,
+            coach,
+            player,
+            self.player_prompt_args,
+            self.output_dir / "problems",
+            self.stages,
+            self._count_tokens,
+            ground_truth,
+            difficulty_of,
+        )
 
     # ------------------------------------------------------------------ Algorithm 1
 
     def step(self) -> dict[str, float]:
         """One coach–player iteration; returns its metrics."""
         self._step_mark = self.stages.mark()
-        kept, step_metrics = self.collect_problems()  # coach generation + difficulty filter
+        kept, step_metrics = self.filter.collect(self.state.step + 1)  # coach generation + difficulty filter
         if kept is None:
             return {**step_metrics, **self._skipped_step()}
         with self.timed("player_update"):
@@ -116,117 +122,6 @@ class CoachPlayerLoop:
         return {**step_metrics, **val_metrics, "val/delta_t": delta_t, **self._timing_metrics()}
 
     # ------------------------------------------------------------------ stages
-
-    def collect_problems(self) -> tuple[Optional[KeptProblems], dict[str, float]]:
-        """Coach batches → Player rollouts → filter, until ``filter.quota`` problems are kept.
-
-        Each attempt proposes ceil(missing × oversample) candidates in one Coach batch; kept groups
-        accumulate across attempts; surplus problems of the last attempt are dropped (released code).
-        # CPMöbius: with ``filter.coach_reserve`` r > 0 a Coach wake writes (1 + r) times the attempt's
-        candidates and later attempts take the rest first (same Coach weights, so the same distribution),
-        waking the Coach only when the reserve runs short; what is left at the end is archived, unused.
-
-        Returns:
-            ``(kept, metrics)``; ``kept`` is None when the step must be skipped.
-
-        Raises:
-            QuotaNotMetError: quota not met after ``filter.max_attempts`` with ``on_shortfall: error``.
-        """
-        fs, n = self.settings.filter, self.settings.player.n
-        kept = KeptProblems([], [], None, None)
-        rejected, extracted, all_outcomes, label_correct, kept_correct, archive = Counter(), Counter(), [], [], [], []
-        levels: list[Optional[int]] = []  # of every well-formed problem (difficulty_of)
-        candidates = attempts = surplus = 0
-        reserve: list[tuple[Problem, DataProto]] = []  # this step's Coach candidates not yet handed to the Player
-        written: list[str] = []  # well-formed problems of this step's earlier Coach batches (near-duplicate check)
-        while len(kept) < fs.quota and attempts < fs.max_attempts:
-            attempts += 1
-            seen = self.state.filter_totals  # CPMöbius: adaptive sizing also learns from this step's earlier attempts
-            count = candidates_per_attempt(
-                fs.quota - len(kept),
-                fs,
-                {
-                    "candidates": seen.get("candidates", 0) + candidates,
-                    "accepted": seen.get("accepted", 0) + len(kept) + surplus,
-                },
-            )
-            if len(reserve) < count:
-                fresh = self._propose(math.ceil(count * (1.0 + fs.coach_reserve)), seen=written)
-                written += [problem.text for problem, _ in fresh if problem.valid]
-                reserve += fresh
-            taken, reserve = reserve[:count], reserve[count:]
-            problems = [problem for problem, _ in taken]
-            coach_batch_of = {id(problem): batch for problem, batch in taken}
-            candidates += count
-            rejected.update(p.reject_reason for p in problems if not p.valid)
-            extracted.update(kind for p in problems for kind in p.extracted)
-            valid = [p for p in problems if p.valid]
-            levels += [self.difficulty_of(p.text) for p in valid] if self.difficulty_of else []
-            archive += [p.archive_row(self.state.step + 1, attempts) for p in problems if not p.valid]
-            if not valid:
-                continue
-            with self.timed("difficulty_filter"):
-                self.player.activate()
-                texts = [p.text for p in valid]
-                player_batch, outcomes = roll_out_and_filter(
-                    self.player, texts, n, fs, *self.player_prompt_args, vote=self.settings.player.vote
-                )
-            self._count_tokens("player_rollouts", int(player_batch.batch["response_mask"].sum()))
-            for index, (problem, outcome) in enumerate(zip(valid, outcomes)):
-                truth = self.ground_truth(problem.text) if self.ground_truth else None
-                correct = (
-                    None
-                    if truth is None or outcome.pseudo_label is None
-                    else answers_equivalent(outcome.pseudo_label, truth)
-                )
-                all_outcomes.append(outcome)
-                label_correct.append(correct)
-                archive.append(problem.archive_row(self.state.step + 1, attempts, outcome, correct))
-                if not outcome.kept:
-                    continue
-                if len(kept) >= fs.quota:
-                    surplus += 1
-                    continue
-                kept_correct.append(correct)
-                coach_row = coach_batch_of[id(problem)].select_idxs([problem.coach_row])
-                kept.append(problem, outcome, player_batch.slice(index * n, (index + 1) * n), coach_row)
-        archive += [p.archive_row(self.state.step + 1, None) for p, _ in reserve]  # written but never rolled out
-        self._write_archive(archive)
-        step_metrics = metrics.filter_metrics(
-            attempts, candidates, rejected, all_outcomes, len(kept), fs.quota, surplus, extracted
-        )
-        step_metrics["coach/reserve_unused"] = len(reserve)
-        step_metrics.update(metrics.pseudo_label_metrics(all_outcomes, label_correct, kept_correct))
-        step_metrics.update(metrics.length_metrics("coach/problem_chars", [len(p.text) for p in kept.problems]))
-        if self.difficulty_of is not None:
-            kept_levels = [self.difficulty_of(p.text) for p in kept.problems]
-            step_metrics.update(metrics.difficulty_metrics(levels, kept_levels, kept_correct))
-        totals = self.state.filter_totals
-        for key in ("kept", "groups", "attempts"):
-            totals[key] = totals.get(key, 0) + int(step_metrics[f"filter/{key}"])
-        totals["candidates"] = totals.get("candidates", 0) + candidates
-        totals["accepted"] = totals.get("accepted", 0) + len(kept) + surplus
-        if len(kept) < fs.quota:
-            if fs.on_shortfall == "error":
-                raise QuotaNotMetError(
-                    f"filter kept {len(kept)} of {fs.quota} problems after {attempts} attempts "
-                    f"(filter.max_attempts={fs.max_attempts}); see {self._archive_path()}"
-                )
-            if fs.on_shortfall == "skip_step" or len(kept) < fs.min_kept:
-                return None, step_metrics
-        return kept, step_metrics
-
-    def _propose(self, count: int, seen: list[str]) -> list[tuple[Problem, DataProto]]:
-        """One Coach batch of ``count`` candidates, checked against the Player's prompt limit and, for
-        near-duplicates, against ``seen``: ``(problem, coach_batch)`` each, in sampling order."""
-        with self.timed("coach"):
-            self.coach.activate()
-            problems, coach_batch, _ = propose_problems(self.coach, self.settings.coach, count, seen)
-        if self.settings.coach.world_problems_only:
-            reject_off_world(problems, self.difficulty_of)
-        reject_unfit_prompts(problems, self.player, *self.player_prompt_args)
-        self._count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
-        return [(problem, coach_batch) for problem in problems]
 
     def update_player(self, kept: KeptProblems) -> dict[str, float]:
         """GRPO on the kept groups' rollouts: binary reward vs the pseudo-label, verl's update."""
@@ -351,6 +246,7 @@ class CoachPlayerLoop:
     def save(self) -> Path:
         state = self.state
         state.delta_tracker = self.delta.state_dict()
+        state.filter_totals = self.filter.state_dict()
         loop_state = {
             **{k: getattr(state, k) for k in LoopState.__dataclass_fields__},
             "policies": {
@@ -383,6 +279,7 @@ class CoachPlayerLoop:
         saved = checkpoint.load_checkpoint(path, {"coach": self.coach, "player": self.player})
         self.state = LoopState(**{k: saved[k] for k in LoopState.__dataclass_fields__})
         self.delta.load_state_dict(self.state.delta_tracker)
+        self.filter.load_state_dict(self.state.filter_totals)
         best = checkpoint.read_best_record(self.output_dir / "best_player")
         if best is not None and best["score"] != self.state.best_val:
             # CPMöbius: killed after a new best Player was saved but before the step's checkpoint: the
@@ -421,7 +318,7 @@ class CoachPlayerLoop:
     def _loop_metrics(self) -> dict[str, float]:
         return {
             "loop/engine_switches": float(self.player.guard.switches),
-            "loop/filter_kept_total": float(self.state.filter_totals.get("kept", 0)),
+            "loop/filter_kept_total": float(self.filter.totals.get("kept", 0)),
             **{f"loop/generated_tokens/{stage}": float(count) for stage, count in self.state.generated_tokens.items()},
         }
 
@@ -432,14 +329,6 @@ class CoachPlayerLoop:
         # Everything filtered out: no Player update, so the Player's score and Δt are unchanged (0); nothing to reward.
         self.state.delta_t_history.append(0.0)
         return {"val/delta_t": 0.0, "loop/skipped": 1.0, "coach/updated": 0.0, **self._timing_metrics()}
-
-    def _archive_path(self) -> Path:
-        return self.output_dir / "problems" / f"step_{self.state.step + 1:06d}.jsonl"
-
-    def _write_archive(self, rows: list[dict]) -> None:
-        path = self._archive_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
     def _log(self, data: dict[str, float], step: int) -> None:
         if self.logger is not None:

@@ -50,6 +50,6 @@ class LoopState:
     steps_without_improvement: int = 0
     rollbacks: int = 0
     delta_t_history: list[float] = field(default_factory=list)
-    filter_totals: dict[str, int] = field(default_factory=dict)
+    filter_totals: dict[str, int] = field(default_factory=dict)  # `DifficultyFilter.state_dict`, saved with it
     generated_tokens: dict[str, int] = field(default_factory=dict)  # per stage, since the start of the run
     delta_tracker: dict = field(default_factory=dict)

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from cpmobius.engine.config import ConfigError
 from cpmobius.grading import check_batch, grade_batch
 from cpmobius.jsonl import JSONLineError, json_objects
+from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import player_prompt
 from cpmobius.settings import ValidationSettings
 
@@ -107,7 +108,7 @@ class ValidationResult:
 
 
 def measure_accuracy(
-    player: Any,
+    player: TrainedPolicy,
     val_set: ValidationSet,
     settings: ValidationSettings,
     system_prompt: Optional[str] = None,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from verl import DataProto
 
-from cpmobius import loop as loop_module
+from cpmobius import filter_stage
 from cpmobius.coach import Problem
 from cpmobius.difficulty_filter import GroupOutcome
 from cpmobius.engine.config import compose_config
@@ -23,7 +23,7 @@ N = 2  # rollouts per problem
 
 
 class StandInPolicy:
-    """What `collect_problems` uses of a `Policy`: activation through the shared `EngineGuard`."""
+    """What `DifficultyFilter.collect` uses of a `Policy`: activation through the shared `EngineGuard`."""
 
     def __init__(self, name: str, guard: EngineGuard) -> None:
         self.name, self.guard = name, guard
@@ -70,8 +70,8 @@ def make_loop(tmp_path, monkeypatch):
             ]
             return rows(len(texts) * n, 0.0), outcomes
 
-        monkeypatch.setattr(loop_module, "propose_problems", propose)
-        monkeypatch.setattr(loop_module, "roll_out_and_filter", roll_out)
+        monkeypatch.setattr(filter_stage, "propose_problems", propose)
+        monkeypatch.setattr(filter_stage, "roll_out_and_filter", roll_out)
         cfg = compose_config(
             [
                 f"trainer.default_local_dir={tmp_path}",
@@ -99,7 +99,7 @@ def make_loop(tmp_path, monkeypatch):
 
 def test_without_a_reserve_every_attempt_wakes_the_coach(make_loop):
     loop = make_loop(reserve=0.0, keep={1, 5, 9, 11})
-    kept, metrics = loop.collect_problems()
+    kept, metrics = loop.filter.collect(1)
     assert [p.text for p in kept.problems] == ["problem 1", "problem 5", "problem 9", "problem 11"]
     # attempts of 4, 3, 2, 2, 1 candidates (oversample 1): 5 attempts, each a Coach and a Player wake
     assert metrics["filter/attempts"] == 5 and loop.player.guard.switches == 10
@@ -108,7 +108,7 @@ def test_without_a_reserve_every_attempt_wakes_the_coach(make_loop):
 
 def test_the_reserve_serves_later_attempts_without_waking_the_coach(make_loop, tmp_path):
     loop = make_loop(reserve=2.0, keep={1, 5, 9, 11})
-    kept, metrics = loop.collect_problems()
+    kept, metrics = loop.filter.collect(1)
     # The same problems are kept in the same order (the Coach's candidates are taken in sampling order) ...
     assert [p.text for p in kept.problems] == ["problem 1", "problem 5", "problem 9", "problem 11"]
     # ... but the Coach wrote 12 at once and was woken once: one Coach and one Player wake in all.
@@ -122,7 +122,7 @@ def test_the_reserve_serves_later_attempts_without_waking_the_coach(make_loop, t
 
 def test_the_reserve_is_topped_up_when_it_runs_short_and_leftovers_are_archived(make_loop, tmp_path):
     loop = make_loop(reserve=0.5, keep={0, 1, 6})
-    kept, metrics = loop.collect_problems()
+    kept, metrics = loop.filter.collect(1)
     # attempt 1: Coach writes ceil(4 x 1.5) = 6, takes 4 (keeps 0, 1); attempt 2 takes 2 from the reserve
     # (none kept); attempt 3 needs 2, the reserve is empty: Coach writes 3 more, takes 2 (keeps 6); ...
     assert [p.text for p in kept.problems][:3] == ["problem 0", "problem 1", "problem 6"]
@@ -139,7 +139,7 @@ def test_the_reserve_is_topped_up_when_it_runs_short_and_leftovers_are_archived(
 def test_each_coach_batch_is_checked_for_duplicates_of_the_steps_earlier_batches(make_loop):
     # Near-duplicates across attempts: a later Coach batch must not bring back a problem an earlier one already wrote.
     loop = make_loop(reserve=0.0, keep={1, 5, 9, 11})
-    loop.collect_problems()
+    loop.filter.collect(1)
     seen = make_loop.seen_by_batch
     assert len(seen) == 5 and seen[0] == []
     assert all(seen[k] == make_loop.written[: len(seen[k])] for k in range(5))  # every earlier problem, in order
@@ -151,10 +151,10 @@ def test_adaptive_sizing_learns_from_the_first_steps_earlier_attempts(make_loop)
     attempt 2 sizes from that acceptance (1.25 / 0.25 = 5 x the 3 missing), not from the empty history
     (which would ask for 3 and need several more Coach and Player wakes)."""
     loop = make_loop(reserve=0.0, keep={1, 5, 6, 7}, adaptive=True)
-    kept, metrics = loop.collect_problems()
+    kept, metrics = loop.filter.collect(1)
     assert len(make_loop.written) == 4 + 15
     assert metrics["filter/attempts"] == 2 and [p.text for p in kept.problems] == [f"problem {k}" for k in (1, 5, 6, 7)]
-    assert loop.state.filter_totals["candidates"] == 19 and loop.state.filter_totals["accepted"] == 4
+    assert loop.filter.totals["candidates"] == 19 and loop.filter.totals["accepted"] == 4
 
 
 def test_a_negative_reserve_is_a_config_error():

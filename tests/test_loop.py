@@ -79,7 +79,7 @@ def changed(before, after):
 # The two tests below collect problems from the freshly built policies and change neither; they run
 # before the step test, whose large learning rates can leave policies that produce no usable problem.
 def test_kept_problems_align_player_groups_and_coach_rows(loop):
-    kept, metrics = loop.collect_problems()
+    kept, metrics = loop.filter.collect(loop.state.step + 1)
     n = loop.settings.player.n
     assert len(kept.player_batch) == n * len(kept) and len(kept.coach_batch) == len(kept)
     uids = kept.player_batch.non_tensor_batch["uid"]
@@ -91,7 +91,7 @@ def test_kept_problems_align_player_groups_and_coach_rows(loop):
 
 
 def test_coach_is_untouched_when_delta_t_is_zero(loop):
-    kept, _ = loop.collect_problems()
+    kept, _ = loop.filter.collect(loop.state.step + 1)
     assert kept is not None and len(kept) >= 1
     before = checksums(loop.coach)
     assert loop.update_coach(kept, 0.0) == {"coach/updated": 0.0}

@@ -133,7 +133,7 @@ def loop(smollm2, tmp_path_factory):
     import ray
 
     import cpmobius.difficulty_filter as difficulty_filter
-    import cpmobius.loop as loop_module
+    import cpmobius.filter_stage as filter_stage
     from cpmobius.engine.config import compose_config
     from cpmobius.main import build_loop
 
@@ -156,9 +156,9 @@ def loop(smollm2, tmp_path_factory):
             "validation.size=2",
         ]
     )
-    stand_ins = StandIns(loop_module.propose_problems, difficulty_filter.assign_pseudo_labels)
+    stand_ins = StandIns(filter_stage.propose_problems, difficulty_filter.assign_pseudo_labels)
     patch = pytest.MonkeyPatch()
-    patch.setattr(loop_module, "propose_problems", stand_ins.propose)
+    patch.setattr(filter_stage, "propose_problems", stand_ins.propose)
     patch.setattr(difficulty_filter, "assign_pseudo_labels", stand_ins.vote)
     loop = build_loop(cfg)
     loop.stand_ins = stand_ins
