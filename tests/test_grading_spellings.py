@@ -15,33 +15,25 @@ Each verdict is worked out by hand (the value or the reason in the comment or th
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import importlib.util
 from pathlib import Path
 
 import pytest
 
 from cpmobius.grading import answers_equivalent, grade, majority_vote
 
-REPO = Path(__file__).resolve().parents[1]
+
+def _kinds_helpers():
+    """`boxed` and `_cli` of tests/test_grading_kinds.py (the test folder is not a package)."""
+    path = Path(__file__).with_name("test_grading_kinds.py")
+    spec = importlib.util.spec_from_file_location("grading_kinds_helpers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def boxed(answer: str) -> str:
-    return f"Reasoning first. So the answer is $\\boxed{{{answer}}}$."
-
-
-def _cli(command: str, lines: list[dict]) -> list[dict]:
-    out = subprocess.run(
-        [sys.executable, "-m", "cpmobius.grading", command],
-        capture_output=True,
-        text=True,
-        input="".join(json.dumps(x) + "\n" for x in lines),
-        timeout=120,
-        cwd=REPO,
-    )
-    assert out.returncode == 0, out.stderr
-    return [json.loads(x) for x in out.stdout.splitlines()]
+_helpers = _kinds_helpers()
+boxed, _cli = _helpers.boxed, _helpers._cli
 
 
 CASES = {
