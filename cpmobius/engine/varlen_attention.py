@@ -17,6 +17,7 @@ each process that builds a model with it (`cpmobius.engine.worker` does, before 
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, Optional
 
@@ -57,8 +58,9 @@ def _cached_boundaries(position_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
     return _boundaries_cache[1], _boundaries_cache[2]
 
 
+@functools.lru_cache(maxsize=1)
 def _varlen_kwargs() -> dict[str, Any]:
-    """Causal attention and shared KV heads, in the keywords this PyTorch's `varlen_attn` takes."""
+    """Causal attention and shared KV heads, in the keywords this PyTorch's `varlen_attn` takes (read once)."""
     from torch.nn.attention.varlen import varlen_attn
 
     params = inspect.signature(varlen_attn).parameters
