@@ -29,12 +29,12 @@ its KV cache is what it would be on an 80 GB A800 at the preset's share; the pea
 reported against the same 80 GB. With ``--toy`` it runs the embedded default's tiny models on this
 machine's CPU instead (a smoke test of the benchmark itself: its figures mean nothing for a GPU).
 
-Figures on record (one H200 emulating 80 GB, Qwen2.5-Coder-1.5B-Instruct, 2026-12-02, fourth run; the
-docs/gpu.md, "Performance" and results/h200_bench_step_1p5b_2026-12-02_run4/): plain GRPO
-step 216.8 s; CPMöbius steps (adaptive oversampling + Coach reserve) 259.9 and 226.4 s, 2 attempts each, 5 and
-3 engine switches, ratio 1.12, overhead share 4.6 %; peak 73.2 GiB; one Player checkpoint 25.2 s; start-up
-342.8 s (vLLM servers 140 + 115 s). Earlier runs (same folder prefix): released oversampling 245 s a step,
-8 attempts, 17 switches.
+Figures on record (one H200 emulating 80 GB, Qwen2.5-Coder-1.5B-Instruct, 2026-12-04, the presets' fast path;
+docs/gpu.md, "Newest whole steps", and results/h200_bench_step_1p5b_2026-12-04/): plain GRPO step 30.3 s
+steady; CPMöbius steps (adaptive oversampling + Coach reserve) 100.5 and 83.2 s, 3 and 2 attempts, 5 and 3 engine
+switches, ratio 2.75 (generation-bound: validation 26 s, Coach 11 s, rollouts of ~2.5 attempts' groups 35 s);
+peak 74.5 GiB; one Player checkpoint 27.1 s; start-up 267-287 s (vLLM servers ~100 s each, one after the other).
+Before the fast path (2026-12-02, run 4): plain GRPO 216.8 s, CPMöbius 259.9 and 226.4 s, start-up 342.8 s.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class CoachPlayerLoop:
         difficulty_of: Any = None,
     ):
         self.cfg = cfg
-        self.settings = settings
+        self._settings = settings
         self.coach, self.player = coach, player
         self.policies = {"coach": coach, "player": player}
         self.logger = logger
@@ -102,6 +102,17 @@ class CoachPlayerLoop:
             ground_truth,
             difficulty_of,
         )
+
+    @property
+    def settings(self) -> Settings:
+        """The validated stage settings, shared with the difficulty filter."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        # A new set (a benchmark's phases: another oversampling, a Coach reserve) reaches the filter too:
+        # it holds its own reference, and a copy left behind would keep running the old settings.
+        self._settings = self.filter.settings = settings
 
     # ------------------------------------------------------------------ Algorithm 1
 

@@ -3,6 +3,7 @@ waking the Coach (no Ray, no models: the Coach batch, the Player's rollouts and 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 
@@ -162,3 +163,15 @@ def test_a_negative_reserve_is_a_config_error():
 
     with pytest.raises(ConfigError, match="filter.coach_reserve"):
         load_settings(compose_config(["filter.coach_reserve=-1"]))
+
+
+def test_settings_given_to_the_loop_later_reach_its_filter(make_loop):
+    # A benchmark's phases swap the loop's settings between steps: the filter must run the new ones.
+    loop = make_loop(reserve=0.0, keep={1, 5, 9, 11})
+    loop.settings = dataclasses.replace(
+        loop.settings, filter=dataclasses.replace(loop.settings.filter, coach_reserve=2.0)
+    )
+    kept, metrics = loop.filter.collect(1)
+    assert loop.filter.settings is loop.settings
+    # the reserve now serves later attempts: one Coach wake and one Player wake, as with reserve=2.0 from the start
+    assert metrics["coach/candidates"] == 12 and loop.player.guard.switches == 2
