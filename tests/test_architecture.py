@@ -28,6 +28,7 @@ ROOM_IMPORTS = {
     "engine": {"prompts"},
     "warmup": {"engine", "coach", "prompts", "settings", "jsonl"},
     "models": set(),
+    "baselines": set(),  # the baselines' rewards: numpy, torch, nltk, scikit-learn only
 }
 
 
