@@ -208,12 +208,11 @@ def run_yardstick(loop: Any, steps: int, prompts: int, memory: MemorySampler) ->
     old and reference log-probs, update), without the Coach, the filter and the validation pass.
     """
     from cpmobius.grading import grade_batch
-    from cpmobius.prompts import player_prompt
     from cpmobius.rewards import grpo_advantages, player_token_rewards
 
     player, n, val = loop.player, loop.settings.player.n, loop.val_set
     chosen = list(range(min(prompts, len(val))))
-    messages = [player_prompt(val.problems[i], *loop.player_prompt_args) for i in chosen]
+    messages = loop.player_prompt.render([val.problems[i] for i in chosen])
     golds = [val.answers[i] for i in chosen for _ in range(n)]
     rows = []
     player._release_engine()  # each plain step wakes the engine with the updated weights, as verl's trainer does

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Optional
 from cpmobius.coach_text import LINE_START, asks_user, extract_problem, is_refusal, is_worked_solution
 from cpmobius.duplicates import mark_duplicates
 from cpmobius.policy_api import TrainedPolicy
-from cpmobius.prompts import coach_prompt, player_prompt
+from cpmobius.prompts import PlayerPrompt, coach_prompt
 from cpmobius.settings import CoachSettings
 
 # Why a candidate was rejected; each is counted as coach/rejected/<reason>.
@@ -386,12 +386,7 @@ def propose_problems(
     return problems, batch, rejected
 
 
-def reject_unfit_prompts(
-    problems: list[Problem],
-    player: TrainedPolicy,
-    system_prompt: Optional[str],
-    answer_instruction: Optional[str] = None,
-) -> int:
+def reject_unfit_prompts(problems: list[Problem], player: TrainedPolicy, prompt: PlayerPrompt) -> int:
     """Reject valid problems whose rendered Player prompt has more tokens than the Player accepts.
 
     # CPMöbius: verl would cut such a prompt from the left (losing the system turn and the start of
@@ -402,8 +397,7 @@ def reject_unfit_prompts(
     Args:
         problems: candidates; valid ones whose prompt does not fit get reason "prompt_too_long".
         player: the Player `Policy` (``count_prompt_tokens``, ``max_prompt_tokens``).
-        system_prompt: the Player's system turn (``player.system_prompt``).
-        answer_instruction: the Player's answer-format instruction (`cpmobius.prompts.resolve_answer_instruction`).
+        prompt: the Player's prompt (`cpmobius.prompts.PlayerPrompt`).
 
     Returns:
         the number of problems rejected here.
@@ -411,10 +405,9 @@ def reject_unfit_prompts(
     valid = [p for p in problems if p.valid]
     if not valid:
         return 0
-    counts = player.count_prompt_tokens([player_prompt(p.text, system_prompt, answer_instruction) for p in valid])
     rejected = 0
-    for problem, tokens in zip(valid, counts):
-        if tokens > player.max_prompt_tokens:
+    for problem, fits in zip(valid, prompt.fits(player, [p.text for p in valid])):
+        if not fits:
             problem.reject_reason = "prompt_too_long"
             rejected += 1
     return rejected

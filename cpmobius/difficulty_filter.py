@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 
 from cpmobius.grading import majority_vote
 from cpmobius.policy_api import TrainedPolicy
-from cpmobius.prompts import player_prompt
+from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import FilterSettings
 
 DROP_REASONS = ("no_answer", "tie", "below_band", "above_band")
@@ -123,21 +123,20 @@ def roll_out_and_filter(
     problems: Sequence[str],
     n: int,
     settings: FilterSettings,
-    system_prompt: Optional[str] = None,
-    answer_instruction: Optional[str] = None,
+    prompt: PlayerPrompt = PlayerPrompt(),
     vote: str = "cpmobius",
 ) -> tuple[Any, list[GroupOutcome]]:
     """n Player rollouts for each problem, then `assign_pseudo_labels` with the vote ``vote``.
 
-    Prompts are `cpmobius.prompts.player_prompt(problem, system_prompt, answer_instruction)`; ``vote``
-    is ``player.vote`` ("cpmobius" or "released").
+    Prompts are rendered by ``prompt`` (`cpmobius.prompts.PlayerPrompt`); ``vote`` is ``player.vote``
+    ("cpmobius" or "released").
 
     Returns:
         ``(player_batch, outcomes)``: the rollouts (P·n rows, groups contiguous, one uid per group)
         and one outcome per problem. These rollouts are the GRPO training rollouts: nothing is
         generated twice.
     """
-    batch = player.generate([player_prompt(text, system_prompt, answer_instruction) for text in problems], n=n)
+    batch = player.generate(prompt.render(problems), n=n)
     texts, truncated = player.decode_responses(batch)
     return batch, assign_pseudo_labels(texts, truncated, n, settings, mode=vote)
 

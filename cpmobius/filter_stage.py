@@ -29,6 +29,7 @@ from cpmobius.engine.timing import OpLog
 from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems, QuotaNotMetError
 from cpmobius.policy_api import TrainedPolicy
+from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import Settings
 
 
@@ -59,8 +60,7 @@ class DifficultyFilter:
         settings: validated stage settings (``filter``, ``coach``, ``player.n``, ``player.vote``).
         coach: the Coach `Policy` (activated before each Coach batch).
         player: the Player `Policy` (activated before each rollout; its prompt-token limit applies).
-        prompt_args: ``(system_prompt, answer_instruction)`` of the Player's prompt
-            (`cpmobius.prompts.player_prompt`).
+        prompt: the Player's prompt (`cpmobius.prompts.PlayerPrompt`), for its rollouts and length checks.
         archive_dir: folder of the problem archive, one ``step_{N:06d}.jsonl`` per step.
         stages: the loop's stage timer; Coach batches are timed as "coach", rollouts as "difficulty_filter".
         count_tokens: called with ``(stage, tokens)`` for the generated tokens of each batch.
@@ -74,7 +74,7 @@ class DifficultyFilter:
         settings: Settings,
         coach: TrainedPolicy,
         player: TrainedPolicy,
-        prompt_args: tuple[Optional[str], Optional[str]],
+        prompt: PlayerPrompt,
         archive_dir: Path,
         stages: OpLog,
         count_tokens: Callable[[str, int], None],
@@ -82,7 +82,7 @@ class DifficultyFilter:
         difficulty_of: Optional[Callable[[str], Optional[int]]] = None,
     ):
         self.settings, self.coach, self.player = settings, coach, player
-        self.prompt_args = prompt_args
+        self.prompt = prompt
         self.archive_dir = archive_dir
         self.stages, self.count_tokens = stages, count_tokens
         self.ground_truth, self.difficulty_of = ground_truth, difficulty_of
@@ -177,7 +177,7 @@ class DifficultyFilter:
             problems, coach_batch, _ = propose_problems(self.coach, self.settings.coach, count, seen)
         if self.settings.coach.world_problems_only:
             reject_off_world(problems, self.difficulty_of)
-        reject_unfit_prompts(problems, self.player, *self.prompt_args)
+        reject_unfit_prompts(problems, self.player, self.prompt)
         self.count_tokens("coach", int(coach_batch.batch["response_mask"].sum()))
         return [(problem, coach_batch) for problem in problems]
 
@@ -191,7 +191,7 @@ class DifficultyFilter:
             self.player.activate()
             texts = [p.text for p in valid]
             player_batch, outcomes = roll_out_and_filter(
-                self.player, texts, n, fs, *self.prompt_args, vote=self.settings.player.vote
+                self.player, texts, n, fs, self.prompt, vote=self.settings.player.vote
             )
         self.count_tokens("player_rollouts", int(player_batch.batch["response_mask"].sum()))
         for index, (problem, outcome) in enumerate(zip(valid, outcomes)):

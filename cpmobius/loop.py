@@ -19,7 +19,7 @@ from cpmobius.engine.timing import OpLog, op_marks, op_metrics
 from cpmobius.filter_stage import DifficultyFilter
 from cpmobius.loop_state import KeptProblems, LoopState
 from cpmobius.policy_api import TrainedPolicy
-from cpmobius.prompts import resolve_answer_instruction
+from cpmobius.prompts import PlayerPrompt, resolve_answer_instruction
 from cpmobius.rewards import (
     coach_advantages,
     coach_rewards,
@@ -85,7 +85,7 @@ class CoachPlayerLoop:
                 f"every Player prompt ends with {answer_instruction!r}",
                 flush=True,
             )
-        self.player_prompt_args = (settings.player.system_prompt, answer_instruction)
+        self.player_prompt = PlayerPrompt(settings.player.system_prompt, answer_instruction)
         self.state = LoopState()
         self.validating_step_0 = False
         # each stage's (stage, start, end) in perf_counter seconds (bench_step_gpu.py attributes operations by them)
@@ -95,7 +95,7 @@ class CoachPlayerLoop:
             settings,
             coach,
             player,
-            self.player_prompt_args,
+            self.player_prompt,
             self.output_dir / "problems",
             self.stages,
             self._count_tokens,
@@ -312,7 +312,7 @@ class CoachPlayerLoop:
 
     def _measure_validation(self) -> Any:
         """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted."""
-        result = measure_accuracy(self.player, self.val_set, self.settings.validation, *self.player_prompt_args)
+        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.player_prompt)
         self._count_tokens("validation", result.response_tokens)
         return result
 

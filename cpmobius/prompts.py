@@ -16,7 +16,8 @@ answered "12 + 35 = 47", unboxed, and no boxed answer means no vote). With ``aut
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
 
 Messages = list[dict[str, str]]
 
@@ -65,6 +66,31 @@ def player_prompt(
         # CPMöbius: the released code relies on Qwen2.5-Math's template for the answer format.
         user = f"{problem}\n{answer_instruction}"
     return messages + [{"role": "user", "content": user}]
+
+
+@dataclass(frozen=True)
+class PlayerPrompt:
+    """The Player's prompt for a run: every filter rollout, prompt-length check and validation pass renders
+    its problems through one of these, so they cannot drift apart (the loop makes it once, from
+    ``player.system_prompt`` and the resolved ``player.answer_format``).
+
+    Attributes:
+        system_prompt: an explicit system turn, or None for the chat template's own.
+        answer_instruction: appended to each user turn (`resolve_answer_instruction`), or None.
+    """
+
+    system_prompt: Optional[str] = None
+    answer_instruction: Optional[str] = None
+
+    def render(self, problems: Sequence[str]) -> list[Messages]:
+        """(P,) problem texts → P chat prompts (`player_prompt`)."""
+        return [player_prompt(problem, self.system_prompt, self.answer_instruction) for problem in problems]
+
+    def fits(self, player: Any, problems: Sequence[str]) -> list[bool]:
+        """Whether each problem's rendered prompt fits the Player's ``max_prompt_tokens`` (its chat template,
+        generation prompt included; ``player.count_prompt_tokens``). (P,) texts → (P,) flags."""
+        counts = player.count_prompt_tokens(self.render(problems)) if problems else []
+        return [tokens <= player.max_prompt_tokens for tokens in counts]
 
 
 def template_asks_for_boxed(tokenizer: Any, system_prompt: Optional[str] = None, **template_kwargs: Any) -> bool:

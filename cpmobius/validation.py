@@ -24,7 +24,7 @@ from cpmobius.engine.config import ConfigError
 from cpmobius.grading import check_batch, grade_batch
 from cpmobius.jsonl import JSONLineError, json_objects
 from cpmobius.policy_api import TrainedPolicy
-from cpmobius.prompts import player_prompt
+from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import ValidationSettings
 
 
@@ -111,13 +111,12 @@ def measure_accuracy(
     player: TrainedPolicy,
     val_set: ValidationSet,
     settings: ValidationSettings,
-    system_prompt: Optional[str] = None,
-    answer_instruction: Optional[str] = None,
+    prompt: PlayerPrompt = PlayerPrompt(),
 ) -> ValidationResult:
     """The Player's avg@k accuracy on ``val_set`` (k = ``samples_per_problem``).
 
-    Uses the training prompt (`player_prompt` with the same ``system_prompt`` and
-    ``answer_instruction``), so training and validation render identically; samples with
+    Uses the training prompt (``prompt``, the loop's `cpmobius.prompts.PlayerPrompt`), so training and
+    validation render identically; samples with
     ``rollout.val_kwargs`` or greedily. A sample stopped at the length limit has no answer, as in
     training, and counts as wrong.
 
@@ -127,7 +126,7 @@ def measure_accuracy(
     k = settings.samples_per_problem
     player.activate()
     batch = player.generate(
-        [player_prompt(p, system_prompt, answer_instruction) for p in val_set.problems],
+        prompt.render(val_set.problems),
         n=k,
         validate=True,
         greedy=settings.greedy,

@@ -12,7 +12,13 @@ import pytest
 
 from cpmobius.engine.config import ConfigError, compose_config
 from cpmobius.eval.data import default_data_dir, encode_prompt, render_prompt
-from cpmobius.prompts import BOXED_INSTRUCTION, player_prompt, resolve_answer_instruction, template_asks_for_boxed
+from cpmobius.prompts import (
+    BOXED_INSTRUCTION,
+    PlayerPrompt,
+    player_prompt,
+    resolve_answer_instruction,
+    template_asks_for_boxed,
+)
 from cpmobius.settings import PlayerSettings, load_settings
 from cpmobius.toy.tiny_models import build_char_tokenizer
 
@@ -206,8 +212,7 @@ def test_training_and_validation_carry_the_same_instruction():
             return ["\\boxed{47}"] * batch.rows, [False] * batch.rows
 
     player = Player()
-    roll_out_and_filter(player, [PROBLEM], 4, FilterSettings(enabled=False), None, BOXED_INSTRUCTION)
-    measure_accuracy(
-        player, ValidationSet("v", ["0"], [PROBLEM], ["47"]), ValidationSettings(), None, BOXED_INSTRUCTION
-    )
+    prompt = PlayerPrompt(None, BOXED_INSTRUCTION)
+    roll_out_and_filter(player, [PROBLEM], 4, FilterSettings(enabled=False), prompt)
+    measure_accuracy(player, ValidationSet("v", ["0"], [PROBLEM], ["47"]), ValidationSettings(), prompt)
     assert player.prompts[0] == player.prompts[1] == [[{"role": "user", "content": f"{PROBLEM}\n{BOXED_INSTRUCTION}"}]]

@@ -18,6 +18,7 @@ from cpmobius.engine.config import compose_config
 from cpmobius.engine.timing import OpLog
 from cpmobius.filter_stage import DifficultyFilter
 from cpmobius.loop_state import QuotaNotMetError
+from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import load_settings
 
 N = 5  # rollouts per problem; with band [0.5, 0.8] a group is kept iff 3 or 4 of its 5 agree (ceil 2.5, floor 4)
@@ -102,7 +103,7 @@ def make_filter(monkeypatch, tmp_path, script, overrides=(), tokens=None):
         load_settings(cfg),
         coach,
         StubPlayer(),
-        (None, None),
+        PlayerPrompt(),
         tmp_path / "problems",
         OpLog(),
         lambda stage, count: counted.update({stage: count}),

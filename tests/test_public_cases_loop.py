@@ -21,7 +21,7 @@ from cpmobius.coach import Problem, find_problem_fault
 from cpmobius.difficulty_filter import assign_pseudo_labels, decide, roll_out_and_filter
 from cpmobius.duplicates import mark_duplicates
 from cpmobius.engine.config import ConfigError
-from cpmobius.prompts import player_prompt
+from cpmobius.prompts import PlayerPrompt, player_prompt
 from cpmobius.rewards import coach_advantages, coach_rewards, grpo_advantages, player_token_rewards
 from cpmobius.settings import CoachSettings, FilterSettings, ValidationSettings, load_settings
 from cpmobius.toy.world import solve
@@ -428,10 +428,9 @@ class FakePlayer:
 def test_training_and_validation_render_the_same_prompt(system_prompt):
     problem = "What is $7 \\cdot 20 + 2$?"
     player = FakePlayer()
-    _, outcomes = roll_out_and_filter(player, [problem], 4, FilterSettings(enabled=False), system_prompt)
-    result = measure_accuracy(
-        player, ValidationSet("amc", ["amc-0"], [problem], ["142"]), ValidationSettings(), system_prompt
-    )
+    prompt = PlayerPrompt(system_prompt)
+    _, outcomes = roll_out_and_filter(player, [problem], 4, FilterSettings(enabled=False), prompt)
+    result = measure_accuracy(player, ValidationSet("amc", ["amc-0"], [problem], ["142"]), ValidationSettings(), prompt)
     assert player.prompts[0] == player.prompts[1] == [player_prompt(problem, system_prompt)]
     assert outcomes[0].pseudo_label == "142" and result.accuracy == 1.0
 

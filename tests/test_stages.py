@@ -306,6 +306,7 @@ class TokenCountingPlayer:
 
 def test_problems_whose_player_prompt_does_not_fit_are_rejected_with_their_own_reason():
     from cpmobius.coach import Problem, reject_unfit_prompts
+    from cpmobius.prompts import PlayerPrompt
 
     problems = [
         Problem("What is 2+2?", 0),  # 12 + 10 = 22 tokens: fits
@@ -314,7 +315,7 @@ def test_problems_whose_player_prompt_does_not_fit_are_rejected_with_their_own_r
         Problem("Find " + "y" * 25 + "?", 3),  # 31 + 10 = 41 > 40: rejected
         Problem("Find " + "y" * 24 + "?", 4),  # 30 + 10 = 40: fits (the limit is inclusive)
     ]
-    assert reject_unfit_prompts(problems, TokenCountingPlayer(), None) == 2
+    assert reject_unfit_prompts(problems, TokenCountingPlayer(), PlayerPrompt()) == 2
     assert [p.reject_reason for p in problems] == [None, "prompt_too_long", "no_question", "prompt_too_long", None]
 
 
@@ -345,3 +346,15 @@ def test_candidates_per_attempt_fixed_and_adaptive():
     assert candidates_per_attempt(3, adaptive, {"candidates": 50, "accepted": 0}) == 24  # nothing kept yet: the cap
     with pytest.raises(ValueError, match="oversample_max"):
         FilterSettings(oversample=4.0, oversample_max=2.0)
+
+
+def test_the_player_prompt_renders_every_problem_alike_and_checks_its_fit_with_the_players_count():
+    from cpmobius.prompts import BOXED_INSTRUCTION, PlayerPrompt, player_prompt
+
+    prompt = PlayerPrompt("Be brief.", BOXED_INSTRUCTION)
+    problems = ["What is 2+2?", "Find " + "y" * 25 + "?"]
+    assert prompt.render(problems) == [player_prompt(p, "Be brief.", BOXED_INSTRUCTION) for p in problems]
+    # TokenCountingPlayer counts the user turn's characters + 10; the instruction adds a newline and its 70 characters
+    assert PlayerPrompt().fits(TokenCountingPlayer(), problems) == [True, False]
+    assert prompt.fits(TokenCountingPlayer(), problems) == [False, False]
+    assert prompt.fits(TokenCountingPlayer(), []) == []
