@@ -15,8 +15,10 @@ from typing import Any, ContextManager
 from omegaconf import OmegaConf
 
 from cpmobius import checkpoint, metrics
+from cpmobius.baselines.rewards import rent_rewards
 from cpmobius.engine.timing import OpLog, op_marks, op_metrics
 from cpmobius.filter_stage import DifficultyFilter
+from cpmobius.fixed_pool import FixedPool
 from cpmobius.loop_state import KeptProblems, LoopState
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt, resolve_answer_instruction
@@ -62,8 +64,8 @@ class CoachPlayerLoop:
     ):
         self.cfg = cfg
         self._settings = settings
-        self.coach, self.player = coach, player
-        self.policies = {"coach": coach, "player": player}
+        self.coach, self.player = coach, player  # coach None: a baseline that trains the Player alone
+        self.policies = {name: p for name, p in (("coach", coach), ("player", player)) if p is not None}
         self.logger = logger
         self.ground_truth = ground_truth
         self.difficulty_of = difficulty_of
@@ -91,17 +93,23 @@ class CoachPlayerLoop:
         # each stage's (stage, start, end) in perf_counter seconds (bench_step_gpu.py attributes operations by them)
         self.stages = OpLog()
         self._step_mark = 0
-        self.filter = DifficultyFilter(
-            settings,
-            coach,
-            player,
-            self.player_prompt,
-            self.output_dir / "problems",
-            self.stages,
-            self._count_tokens,
-            ground_truth,
-            difficulty_of,
-        )
+        if settings.method.uses_pool:  # TTRL, RENT: the validation set's questions, no Coach (docs/baselines.md)
+            questions = self.val_set.problems
+            self.filter = FixedPool(
+                settings, player, self.player_prompt, questions, cfg.seed, self.stages, self._count_tokens
+            )
+        else:
+            self.filter = DifficultyFilter(
+                settings,
+                coach,
+                player,
+                self.player_prompt,
+                self.output_dir / "problems",
+                self.stages,
+                self._count_tokens,
+                ground_truth,
+                difficulty_of,
+            )
 
     @property
     def settings(self) -> Settings:
@@ -135,20 +143,28 @@ class CoachPlayerLoop:
     # ------------------------------------------------------------------ stages
 
     def update_player(self, kept: KeptProblems) -> dict[str, float]:
-        """GRPO on the kept groups' rollouts: binary reward vs the pseudo-label, verl's update."""
+        """GRPO on the kept groups' rollouts: binary reward vs the pseudo-label (CPMöbius, TTRL) or minus
+        the mean token entropy (RENT, `cpmobius.baselines.rewards.rent_rewards`), verl's update."""
         batch = kept.player_batch
         agrees = [agree for outcome in kept.outcomes for agree in outcome.agrees]
         mask = batch.batch["response_mask"]
-        rewards = player_token_rewards(agrees, mask)
+        batch.batch["old_log_probs"], entropies = self.player.compute_log_probs(batch)
+        method = self.settings.method
+        if method.name == "rent":  # entropies of the policy that sampled the rollouts (released: the same)
+            scores = rent_rewards(
+                entropies, mask, agrees, method.no_box_entropy, method.entropy_window, method.last_fraction
+            ).tolist()
+        else:
+            scores = [float(agree) for agree in agrees]
+        rewards = player_token_rewards(scores, mask)
         batch.batch["advantages"] = grpo_advantages(rewards, mask, batch.non_tensor_batch["uid"])
-        batch.batch["old_log_probs"], _ = self.player.compute_log_probs(batch)
         if self.player.uses_reference:
             batch.batch["ref_log_prob"] = self.player.compute_ref_log_probs(batch)
         update_metrics = self.player.update(batch)
         lengths = mask.sum(dim=1).float().tolist()
         return {
             **metrics.prefixed(update_metrics, "player"),
-            "player/reward_mean": sum(agrees) / len(agrees),
+            "player/reward_mean": sum(scores) / len(scores),
             **metrics.length_metrics("player/response_length", lengths),
         }
 
@@ -172,6 +188,8 @@ class CoachPlayerLoop:
         Skipped when Δt == 0 (released code) or ``coach.update`` is false.
         """
         cs, n = self.settings.coach, self.settings.player.n
+        if self.coach is None:
+            return {}
         if not cs.update or delta_t == 0.0:
             return {"coach/updated": 0.0}
         player_adv, player_mask = kept.player_batch.batch["advantages"], kept.player_batch.batch["response_mask"]
@@ -262,13 +280,13 @@ class CoachPlayerLoop:
             **{k: getattr(state, k) for k in LoopState.__dataclass_fields__},
             "policies": {
                 name: {"global_steps": p.global_steps, "generation_calls": p.generation_calls}
-                for name, p in (("coach", self.coach), ("player", self.player))
+                for name, p in self.policies.items()
             },
         }
         return checkpoint.save_checkpoint(
             self.output_dir,
             state.step,
-            {"coach": self.coach, "player": self.player},
+            self.policies,
             loop_state,
             self.cfg,
             keep=self.cfg.trainer.get("max_actor_ckpt_to_keep"),
@@ -287,7 +305,7 @@ class CoachPlayerLoop:
         )
         if path is None:
             return False
-        saved = checkpoint.load_checkpoint(path, {"coach": self.coach, "player": self.player})
+        saved = checkpoint.load_checkpoint(path, self.policies)
         self.state = LoopState(**{k: saved[k] for k in LoopState.__dataclass_fields__})
         self.delta.load_state_dict(self.state.delta_tracker)
         self.filter.load_state_dict(self.state.filter_totals)
@@ -329,7 +347,7 @@ class CoachPlayerLoop:
     def _loop_metrics(self) -> dict[str, float]:
         return {
             "loop/engine_switches": float(self.player.guard.switches),
-            "loop/filter_kept_total": float(self.filter.totals.get("kept", 0)),
+            "loop/filter_kept_total": float(self.filter.state_dict().get("kept", 0)),
             **{f"loop/generated_tokens/{stage}": float(count) for stage, count in self.state.generated_tokens.items()},
         }
 

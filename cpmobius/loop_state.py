@@ -19,7 +19,8 @@ class QuotaNotMetError(RuntimeError):
 class KeptProblems:
     """The problems one step trains on: their groups' rollouts and their Coach rows, aligned.
 
-    ``player_batch`` has K·n rows (group i is rows i·n … i·n+n−1); ``coach_batch`` has K rows.
+    ``player_batch`` has K·n rows (group i is rows i·n … i·n+n−1); ``coach_batch`` has K rows, or is None
+    for problems no Coach wrote (the baselines' fixed pool, `cpmobius.fixed_pool`).
     """
 
     problems: list[Problem]
@@ -30,15 +31,20 @@ class KeptProblems:
     def __len__(self) -> int:
         return len(self.problems)
 
-    def append(self, problem: Problem, outcome: GroupOutcome, rows: DataProto, coach_row: DataProto) -> None:
-        """Add one kept problem: its group's n rollouts ``rows`` and its Coach row."""
+    def append(
+        self, problem: Problem, outcome: GroupOutcome, rows: DataProto, coach_row: Optional[DataProto] = None
+    ) -> None:
+        """Add one kept problem: its group's n rollouts ``rows`` and its Coach row (None: no Coach wrote it)."""
         # Attempts differ in their generation timings; only the sampling temperature travels on.
         rows.meta_info = {"temperature": rows.meta_info["temperature"]}
-        coach_row.meta_info = {"temperature": coach_row.meta_info["temperature"]}
         self.problems.append(problem)
         self.outcomes.append(outcome)
         self.player_batch = rows if self.player_batch is None else DataProto.concat([self.player_batch, rows])
-        self.coach_batch = coach_row if self.coach_batch is None else DataProto.concat([self.coach_batch, coach_row])
+        if coach_row is not None:
+            coach_row.meta_info = {"temperature": coach_row.meta_info["temperature"]}
+            self.coach_batch = (
+                coach_row if self.coach_batch is None else DataProto.concat([self.coach_batch, coach_row])
+            )
 
 
 @dataclass

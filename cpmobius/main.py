@@ -19,7 +19,7 @@ import hydra
 from omegaconf import DictConfig
 
 from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME, apply_env_to_driver, build_policy_configs
-from cpmobius.run_log import Loggers, StepTable, make_tracking
+from cpmobius.run_log import POOL_TABLE_COLUMNS, TABLE_COLUMNS, Loggers, StepTable, make_tracking
 from cpmobius.settings import load_settings
 
 
@@ -135,8 +135,9 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
             with open_dict(cfg):
                 cfg.model.coach_path = str(coach_start)
             configs = build_policy_configs(cfg)  # the Coach now starts from the warm-up output
-        coach = Policy("coach", configs["coach"], pool, guard)
-        start_policies(*[p for p in (player, coach) if p.worker_group is None])
+        # The baselines on a fixed pool (method=ttrl|rent) train the Player alone: no Coach is started.
+        coach = None if settings.method.uses_pool else Policy("coach", configs["coach"], pool, guard)
+        start_policies(*[p for p in (player, coach) if p is not None and p.worker_group is None])
     except BaseException:
         if warmup is not None:
             warmup.stop()  # Ctrl-C, SIGTERM or a failure while starting: no torchrun left behind
@@ -188,7 +189,8 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     loop, state = None, None
     try:
         loop = build_loop(cfg, settings=settings)
-        loop.logger = Loggers(make_tracking(cfg), StepTable())
+        columns = POOL_TABLE_COLUMNS if loop.settings.method.uses_pool else TABLE_COLUMNS
+        loop.logger = Loggers(make_tracking(cfg), StepTable(columns))
         state = loop.fit()
         print(
             f"[cpmobius] done: {state.step} steps; checkpoints and problem archive in {cfg.trainer.default_local_dir}",

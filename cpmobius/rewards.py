@@ -33,11 +33,12 @@ import torch
 from cpmobius.settings import COACH_REWARDS
 
 
-def player_token_rewards(agrees: Sequence[bool], response_mask: torch.Tensor) -> torch.Tensor:
-    """Binary reward vs the pseudo-label on each rollout's last response token.
+def player_token_rewards(agrees: Sequence[float], response_mask: torch.Tensor) -> torch.Tensor:
+    """Each rollout's reward on its last response token (CPMöbius: 1/0 vs the pseudo-label).
 
     Args:
-        agrees: (B,) whether rollout b's answer equals its group's pseudo-label.
+        agrees: (B,) rollout b's reward: a bool (its answer equals its group's pseudo-label) or a number
+            (a baseline's reward, `cpmobius.baselines.rewards`).
         response_mask: (B, T) 1 on response tokens.
 
     Returns:
@@ -47,7 +48,7 @@ def player_token_rewards(agrees: Sequence[bool], response_mask: torch.Tensor) ->
     lengths = response_mask.long().sum(dim=1)
     for row, (agree, length) in enumerate(zip(agrees, lengths.tolist())):
         if length > 0:
-            rewards[row, length - 1] = 1.0 if agree else 0.0
+            rewards[row, length - 1] = float(agree)
     return rewards
 
 

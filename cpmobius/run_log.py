@@ -25,22 +25,39 @@ TABLE_COLUMNS = (
     ("timing_s/step", "{:>7.1f}", "step_s"),
 )
 
+# The baselines on a fixed pool (method=ttrl|rent): no Coach, no filter; the Player's mean reward instead.
+POOL_TABLE_COLUMNS = (
+    ("step", "{:>4}", "step"),
+    ("val/accuracy", "{:>7.3f}", "val_acc"),
+    ("player/reward_mean", "{:>+7.3f}", "reward"),
+    ("pool/questions", "{:>4.0f}", "qs"),
+    ("timing_s/difficulty_filter", "{:>9.1f}", "rollout_s"),
+    ("timing_s/player_update", "{:>8.1f}", "update_s"),
+    ("timing_s/validation", "{:>7.1f}", "val_s"),
+    ("timing_s/step", "{:>7.1f}", "step_s"),
+)
+
 
 class StepTable:
-    """Prints one row per step (a logger backend next to verl's `Tracking`)."""
+    """Prints one row per step (a logger backend next to verl's `Tracking`).
 
-    def __init__(self) -> None:
+    Args:
+        columns: ``(metric key, format, label)`` per column (`TABLE_COLUMNS`, `POOL_TABLE_COLUMNS`).
+    """
+
+    def __init__(self, columns: tuple = TABLE_COLUMNS) -> None:
+        self.columns = columns
         self._header_printed = False
 
     def log(self, data: dict[str, Any], step: int) -> None:
         if not self._header_printed:
             print(
-                " ".join(f"{label:>{len(fmt.format(0)) if 'f' in fmt else 4}}" for _, fmt, label in TABLE_COLUMNS),
+                " ".join(f"{label:>{len(fmt.format(0)) if 'f' in fmt else 4}}" for _, fmt, label in self.columns),
                 flush=True,
             )
             self._header_printed = True
         cells = []
-        for key, fmt, _ in TABLE_COLUMNS:
+        for key, fmt, _ in self.columns:
             value = step if key == "step" else data.get(key)
             width = len(fmt.format(0))
             cells.append(fmt.format(value) if value is not None else " " * (width - 1) + "-")

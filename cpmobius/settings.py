@@ -8,7 +8,7 @@ driver calls it first, before anything reads ``trainer.total_training_steps``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any, Optional
 
@@ -22,6 +22,10 @@ VOTES = ("cpmobius", "released")
 
 COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
+# method.name: the algorithm; the baselines train the Player alone on a fixed pool (docs/baselines.md).
+METHODS = ("cpmobius", "ttrl", "rent")
+POOL_METHODS = ("ttrl", "rent")
+ENTROPY_WINDOWS = ("all", "last_fraction")
 
 
 # The defaults of every method key live in one place, configs/cpmobius.yaml; the dataclasses below read
@@ -245,6 +249,46 @@ class WarmupSettings:
 
 
 @dataclass
+class MethodSettings:
+    """Config group ``method``: which algorithm trains the Player (configs/method/, docs/baselines.md)."""
+
+    # cpmobius (paper Algorithm 1), or a baseline on a fixed pool: ttrl (vote-then-train), rent (entropy).
+    name: str = default("method.name")
+    # ttrl, rent: questions drawn from the pool (the validation set's questions) each step.
+    prompts_per_step: int = default("method.prompts_per_step")
+    # ttrl: rollouts voted per question; the first player.n of them train (released: 64 and 32).
+    votes: int = default("method.votes")
+    # rent: the entropy in nats charged to a response without \boxed{} (released: 7.0).
+    no_box_entropy: float = default("method.no_box_entropy")
+    # rent: average the entropy over all response tokens (released) or the last fraction of them.
+    entropy_window: str = default("method.entropy_window")
+    last_fraction: Optional[float] = default("method.last_fraction")
+
+    def __post_init__(self) -> None:
+        _require(self.name in METHODS, "method.name", f"must be one of {METHODS}, got {self.name!r}")
+        _require(self.prompts_per_step >= 1, "method.prompts_per_step", "must be >= 1")
+        _require(self.votes >= 1, "method.votes", "must be >= 1")
+        _require(
+            self.entropy_window in ENTROPY_WINDOWS,
+            "method.entropy_window",
+            f"must be one of {ENTROPY_WINDOWS}, got {self.entropy_window!r}",
+        )
+        _require(
+            (self.entropy_window == "last_fraction") == (self.last_fraction is not None),
+            "method.last_fraction",
+            "set it (in (0, 1]) exactly when method.entropy_window=last_fraction",
+        )
+        _require(
+            self.last_fraction is None or 0.0 < self.last_fraction <= 1.0, "method.last_fraction", "must be in (0, 1]"
+        )
+
+    @property
+    def uses_pool(self) -> bool:
+        """Whether the Player trains alone on a fixed pool (no Coach, filter or Δt)."""
+        return self.name in POOL_METHODS
+
+
+@dataclass
 class Settings:
     """All stage settings of a run."""
 
@@ -253,6 +297,7 @@ class Settings:
     filter: FilterSettings
     validation: ValidationSettings
     warmup: WarmupSettings
+    method: MethodSettings = field(default_factory=MethodSettings)
 
 
 _SIMPLE_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
@@ -299,6 +344,18 @@ def load_settings(cfg: DictConfig) -> Settings:
         filter=_section(cfg, "filter", FilterSettings),
         validation=_section(cfg, "validation", ValidationSettings),
         warmup=_section(cfg, "warmup", WarmupSettings),
+        method=_section(cfg, "method", MethodSettings),
+    )
+    _require(
+        settings.method.name != "ttrl" or settings.player.n <= settings.method.votes,
+        "player.n",
+        f"ttrl trains the first player.n of each question's method.votes={settings.method.votes} rollouts: "
+        f"got player.n={settings.player.n}",
+    )
+    _require(
+        not settings.method.uses_pool or not settings.warmup.enabled,
+        "warmup.enabled",
+        f"method={settings.method.name} has no Coach to warm up: set warmup.enabled=false (configs/method/ does)",
     )
     _require(
         not settings.coach.world_problems_only or settings.validation.dataset == "toy",

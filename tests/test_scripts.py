@@ -1,4 +1,4 @@
-"""The four cluster launch scripts: each composes and validates its preset with ``--cfg job``
+"""The cluster launch scripts (CPMöbius's four, the baselines' two): each composes and validates its preset with ``--cfg job``
 without starting Ray or touching a GPU, and a wrong value fails naming the key."""
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ SCRIPTS = {
     "train_qwen_7b_instruct.sh": "released_qwen_7b_instruct",
     "train_openmath_nemotron_1p5b.sh": "released_openmath_nemotron_1p5b",
     "train_octothinker_3b.sh": "released_octothinker_3b",
+    "train_qwen_1p5b_ttrl.sh": "ttrl_qwen_1p5b",
+    "train_qwen_1p5b_rent.sh": "rent_qwen_1p5b",
 }
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 

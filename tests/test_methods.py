@@ -1,0 +1,152 @@
+"""The comparison baselines as methods of the loop (``method=ttrl|rent``, `cpmobius.fixed_pool`): the questions
+a step draws, TTRL's vote-then-train split and RENT's entropy reward through the Player update, checked with
+hand-computed values on a stand-in Player (no Ray, no models), and the settings that refuse a bad combination.
+The toy runs of both methods are in tests/test_method_runs.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from verl import DataProto
+
+from cpmobius.engine.config import ConfigError, compose_config
+from cpmobius.engine.sharing import EngineGuard
+from cpmobius.engine.timing import OpLog
+from cpmobius.fixed_pool import FixedPool
+from cpmobius.loop import CoachPlayerLoop
+from cpmobius.prompts import PlayerPrompt
+from cpmobius.settings import load_settings
+from cpmobius.validation import ValidationSet
+
+QUESTIONS = ["What is 2 + 3?", "What is 1 + 3?", "What is 6 - 2?"]
+
+
+class StandInPlayer:
+    """A Player whose rollouts are scripted texts; records what it generated and what it was updated on."""
+
+    max_prompt_tokens = 10_000
+    uses_reference = False
+
+    def __init__(self, responses: dict[str, list[str]], entropies: dict[str, torch.Tensor] | None = None) -> None:
+        self.responses, self.entropies = responses, entropies
+        self.guard = EngineGuard()
+        self.global_steps = self.generation_calls = 0
+        self.generated: list[tuple[list[str], int]] = []
+        self.updated: DataProto | None = None
+
+    def activate(self) -> None:
+        pass
+
+    def generate(self, prompts, n=1, validate=False, greedy=False):
+        questions = [p[-1]["content"] for p in prompts]
+        self.generated.append((questions, n))
+        texts = [text for q in questions for text in self.responses[q][:n]]
+        return DataProto.from_dict(
+            tensors={"response_mask": torch.ones(len(texts), 2), "row": torch.arange(len(texts))},
+            non_tensors={
+                "uid": np.array([f"g{i // n}" for i in range(len(texts))], dtype=object),
+                "text": np.array(texts, dtype=object),
+                "question": np.array([q for q in questions for _ in range(n)], dtype=object),
+            },
+            meta_info={"temperature": 1.0},
+        )
+
+    def decode_responses(self, batch):
+        return list(batch.non_tensor_batch["text"]), [False] * len(batch)
+
+    def compute_log_probs(self, batch):
+        """(B, 2) zero log-probs and each row's scripted entropies (by question and place in its group)."""
+        n = len(next(iter(self.entropies.values())))
+        rows = batch.batch["row"].tolist()
+        questions = batch.non_tensor_batch["question"]
+        return torch.zeros(len(rows), 2), torch.stack([self.entropies[q][r % n] for q, r in zip(questions, rows)])
+
+    def update(self, batch):
+        self.updated = batch
+        return {"actor/pg_loss": 0.0}
+
+
+def make_pool(method: str, player: StandInPlayer, *overrides: str) -> FixedPool:
+    cfg = compose_config([f"method={method}", *overrides])
+    settings = load_settings(cfg)
+    return FixedPool(settings, player, PlayerPrompt(), QUESTIONS, 0, OpLog(), lambda stage, count: None)
+
+
+def test_a_steps_draw_depends_only_on_the_seed_and_the_step_and_never_repeats_a_question():
+    pool = make_pool("rent", StandInPlayer({}), "method.prompts_per_step=2")
+    assert pool.draw(1) == pool.draw(1) and len(set(pool.draw(1))) == 2
+    assert {tuple(pool.draw(step)) for step in range(1, 20)} != {tuple(pool.draw(1))}  # steps differ
+    everything = make_pool("rent", StandInPlayer({}), "method.prompts_per_step=80")
+    assert sorted(everything.draw(3)) == [0, 1, 2]  # a pool smaller than the draw: every question once
+
+
+def test_ttrl_votes_over_all_rollouts_and_trains_the_first_n_against_the_label():
+    responses = {
+        # votes 5, 5, 7, 5 -> label "5" (3 of 4); the first two train and both agree
+        QUESTIONS[0]: ["\\boxed{5}", "\\boxed{5}", "\\boxed{7}", "\\boxed{5}"],
+        # votes 3, (none), 4, 4 -> label "4" (2 of 4, the no-answer "" has 1); the first two train: neither agrees
+        QUESTIONS[1]: ["\\boxed{3}", "I do not know", "\\boxed{4}", "\\boxed{4}"],
+        # votes 1, 2, 1, 2 -> a tie goes to the first seen: "1"; the first two train: 1 agrees, 2 does not
+        QUESTIONS[2]: ["\\boxed{1}", "\\boxed{2}", "\\boxed{1}", "\\boxed{2}"],
+    }
+    player = StandInPlayer(responses)
+    pool = make_pool("ttrl", player, "method.votes=4", "player.n=2", "method.prompts_per_step=3")
+    kept, metrics = pool.collect(step=1)
+    order = pool.draw(1)
+    assert player.generated == [([QUESTIONS[i] for i in order], 4)]  # every question voted with 4 rollouts
+    expected = {0: ("5", [True, True], 0.75), 1: ("4", [False, False], 0.5), 2: ("1", [True, False], 0.5)}
+    for problem, outcome in zip(kept.problems, kept.outcomes):
+        label, agrees, share = expected[QUESTIONS.index(problem.text)]
+        assert (outcome.pseudo_label, outcome.agrees, outcome.pass_rate) == (label, agrees, share)
+    # the training rows are the first two of each group of four, in the draw's order
+    assert kept.player_batch.batch["row"].tolist() == [g * 4 + i for g in range(3) for i in (0, 1)]
+    assert kept.coach_batch is None and metrics["pool/questions"] == 3.0
+    assert metrics["pool/label_share_mean"] == pytest.approx((0.75 + 0.5 + 0.5) / 3)
+
+
+def test_rent_rewards_minus_the_mean_entropy_and_seven_without_a_box_through_the_update(tmp_path):
+    responses = {q: ["\\boxed{1}", "\\boxed{2}"] for q in QUESTIONS}
+    responses[QUESTIONS[1]] = ["no box here", "\\boxed{4}"]
+    # each question's two rollouts, two tokens each: the entropies in nats
+    entropies = {
+        QUESTIONS[0]: torch.tensor([[1.0, 3.0], [2.0, 2.0]]),
+        QUESTIONS[1]: torch.tensor([[0.5, 0.5], [1.0, 1.0]]),
+        QUESTIONS[2]: torch.tensor([[4.0, 0.0], [2.0, 2.0]]),
+    }
+    player = StandInPlayer(responses, entropies)
+    cfg = compose_config(
+        [f"trainer.default_local_dir={tmp_path}", "method=rent", "player.n=2", "method.prompts_per_step=3"]
+    )
+    val_set = ValidationSet("v", ["0", "1", "2"], QUESTIONS, ["5", "4", "4"])
+    loop = CoachPlayerLoop(cfg, load_settings(cfg), None, player, val_set=val_set)
+    kept, _ = loop.filter.collect(step=1)
+    metrics = loop.update_player(kept)
+    groups = [QUESTIONS.index(p.text) for p in kept.problems]
+    # mean entropies: question 0 -> 2.0, 2.0; question 1 -> 0.5, 1.0; question 2 -> 2.0, 2.0. Question 1's
+    # first rollout has no box: -7.0 instead of -0.5. Rewards per group, then GRPO (r - mean) / (std + 1e-6), std unbiased:
+    rewards = {0: [-2.0, -2.0], 1: [-7.0, -1.0], 2: [-2.0, -2.0]}
+    advantages = loop.player.updated.batch["advantages"][:, -1].tolist()
+    for position, question in enumerate(groups):
+        r = rewards[question]
+        mean, std = sum(r) / 2, (((r[0] - r[1]) ** 2) / 2) ** 0.5  # unbiased std of two values: |a - b| / sqrt 2
+        want = [(x - mean) / (std + 1e-6) for x in r]
+        assert advantages[2 * position : 2 * position + 2] == pytest.approx(want, abs=1e-5)
+    # a zero-variance group has zero advantage; the group with -7.0 and -1.0 has -/+ 1/sqrt(2)
+    assert metrics["player/reward_mean"] == pytest.approx(sum(sum(v) for v in rewards.values()) / 6)
+    assert loop.update_coach(kept, 0.1) == {}  # no Coach to update
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["method=ttrl", "player.n=65"], "player.n"),  # more trained than voted
+        (["method=rent", "warmup.enabled=true"], "warmup.enabled"),  # no Coach to warm up
+        (["method=rent", "method.entropy_window=last_fraction"], "method.last_fraction"),  # the window needs its share
+        (["method=rent", "method.last_fraction=0.5"], "method.last_fraction"),  # a share with no window reads it
+        (["method.name=rzero"], "method.name"),
+    ],
+)
+def test_a_bad_method_setting_is_refused_naming_the_key(overrides, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_settings(compose_config(overrides))
