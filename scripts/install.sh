@@ -4,6 +4,9 @@
 #   bash scripts/install.sh            # CPU machine: torch's CPU build, verl with the CPU extensions
 #   bash scripts/install.sh gpu        # GPU cluster: verl[vllm]==0.9.1 (vLLM 0.24, torch 2.11 + CUDA 13)
 #
+# Both pin every package to the lock for the running Python where there is one (scripts/locks/, made by
+# scripts/lock.sh; the GPU one is for Linux x86-64): CPMOBIUS_LOCK=off resolves the newest versions instead.
+#
 # On a CPU machine torch is installed first and pinned for everything after it, so that no other
 # package pulls a multi-GB CUDA build; where PyPI's torch would be the CUDA build (plain Linux), the
 # CPU build comes from https://download.pytorch.org/whl/cpu. TORCH_SPEC and TORCH_INDEX_URL choose
@@ -12,9 +15,33 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-cpu}"
 python -m pip install --upgrade pip >/dev/null
+constraints="$(mktemp)"
+trap 'rm -f "$constraints"' EXIT
+
+# The lock (scripts/locks/<cpu|gpu>-py3XX.txt, made by scripts/lock.sh) pins every package, so a fresh install
+# gets known versions (the CPU lock's: those the README's figures were made with) and pip does no backtracking.
+# CPMOBIUS_LOCK=off resolves afresh instead (what scripts/lock.sh does); a Python without a lock resolves too.
+add_lock() {  # add_lock cpu|gpu: append that install's lock for this Python to the constraints
+  local lock
+  lock="scripts/locks/$1-$(python -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")').txt"
+  if [ "${CPMOBIUS_LOCK:-on}" = off ]; then
+    return 0
+  elif [ -f "$lock" ]; then
+    grep -v '^#' "$lock" >> "$constraints"
+    echo "versions pinned by $lock"
+  else
+    echo "no lock for this Python ($lock): resolving the newest versions that fit (bash scripts/lock.sh $1 makes one)"
+  fi
+}
 
 if [ "$target" = gpu ]; then
-  python -m pip install -e ".[gpu,test]"
+  # The GPU lock is resolved for Linux x86-64 (manylinux wheels; scripts/lock.sh gpu): elsewhere a pin may lack one.
+  if [ "$(uname -sm)" = "Linux x86_64" ]; then
+    add_lock gpu
+  elif [ "${CPMOBIUS_LOCK:-on}" != off ]; then
+    echo "the GPU lock is for Linux x86-64, not $(uname -sm): resolving the newest versions that fit"
+  fi
+  PIP_CONSTRAINT="$constraints" python -m pip install -e ".[gpu,test]"
   # torch's CUDA build needs a recent enough NVIDIA driver (CUDA 13: 580+); say so now rather than at the first run.
   python -c "from cpmobius.engine.gpu_driver import GpuDriverError, check_this_machine
 try:
@@ -38,18 +65,8 @@ if ! python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('t
   fi
   python -m pip install "$torch_spec" ${torch_index:+--index-url "$torch_index"}
 fi
-constraints="$(mktemp)"
-trap 'rm -f "$constraints"' EXIT
+# torch as installed, then the CPU lock for every other package.
 python -c "from importlib.metadata import version; print('torch==' + version('torch'))" > "$constraints"
-# The lock (scripts/locks/cpu-py3XX.txt, made by scripts/lock.sh) pins every other package, so a fresh
-# install gets the versions the README's figures were made with, and pip does no backtracking.
-# CPMOBIUS_LOCK=off resolves afresh instead (what scripts/lock.sh does); a Python without a lock resolves too.
-lock="scripts/locks/cpu-$(python -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")').txt"
-if [ "${CPMOBIUS_LOCK:-on}" != off ] && [ -f "$lock" ]; then
-  grep -v '^#' "$lock" >> "$constraints"
-  echo "versions pinned by $lock"
-elif [ "${CPMOBIUS_LOCK:-on}" != off ]; then
-  echo "no lock for this Python ($lock): resolving the newest versions that fit (bash scripts/lock.sh makes one)"
-fi
+add_lock cpu
 PIP_CONSTRAINT="$constraints" python -m pip install -e ".[test]"
 python -c "import torch, verl, cpmobius.engine.extensions; print('cpmobius installed: torch', torch.__version__, '| verl', verl.__version__)"
