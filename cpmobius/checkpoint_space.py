@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.checkpoint import format_bytes, free_bytes, resume_step
+from cpmobius.settings import POOL_METHODS
 
 # Weight files are not copied into a checkpoint's ``huggingface/`` folder; every other file of the model
 # folder is (config, generation config, tokenizer).
@@ -180,19 +181,23 @@ def plan_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) -
     root = Path(str(trainer.default_local_dir)).expanduser()
     world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
     tiny_spec = dict(cfg.model.tiny_spec) if cfg.model.get("name") == "tiny" else None
+    # The baselines on a fixed pool (method=ttrl|rent) start no Coach and save none.
+    alone = OmegaConf.select(cfg, "method.name", default="cpmobius") in POOL_METHODS
     policies = tuple(
-        policy_checkpoint_bytes(name, policy_cfgs[name], world_size, tiny_spec) for name in ("player", "coach")
+        policy_checkpoint_bytes(name, policy_cfgs[name], world_size, tiny_spec)
+        for name in (("player",) if alone else ("player", "coach"))
     )
     start = resume_step(cfg)
     existing = len(list(root.glob("global_step_*"))) if root.is_dir() else 0
     keep = trainer.get("max_actor_ckpt_to_keep")
     saves = saves_between(start, int(trainer.total_training_steps), int(trainer.save_freq))
     extra: dict[str, int] = {}
-    player, coach = policies
+    player = policies[0]
     if cfg.player.rollback.enabled:
         extra["the best Player"] = (1 if (root / "best_player").is_dir() else 2) * player.total_bytes
     warmup_done = (root / "coach_warmup" / "latest_checkpointed_iteration.txt").is_file()
-    if cfg.warmup.enabled and not warmup_done:  # written here, then stored in warmup.cache_dir when that is set
+    if cfg.warmup.enabled and not warmup_done and not alone:  # written here, then kept in warmup.cache_dir if set
+        coach = policies[1]
         extra["the Coach warm-up"] = coach.total_bytes + coach.parameters * 2  # its checkpoint, with bf16 HF weights
     held = checkpoints_held(existing, saves, None if keep is None else int(keep))
     return SpacePlan(str(root), policies, held, extra, free_bytes(root))

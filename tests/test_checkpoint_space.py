@@ -155,6 +155,15 @@ def test_rollback_and_warmup_add_their_copies(tmp_path):
     assert plan.extra_bytes == 2 * player.total_bytes + coach.total_bytes + 2 * coach.parameters
 
 
+def test_a_baseline_without_a_coach_counts_the_player_alone(tmp_path):
+    cfg = paper_shape_config(tmp_path)
+    both = plan_checkpoint_space(cfg, build_policy_configs(cfg))
+    cfg = paper_shape_config(tmp_path, "method=rent")
+    plan = plan_checkpoint_space(cfg, build_policy_configs(cfg))
+    assert [p.name for p in plan.policies] == ["player"] and plan.extra_bytes == 0
+    assert plan.checkpoint_bytes == both.checkpoint_bytes - both.policies[1].total_bytes
+
+
 def test_a_resumed_run_counts_only_what_it_still_writes(tmp_path):
     cfg = paper_shape_config(tmp_path, "trainer.save_freq=1", "trainer.total_training_steps=10")
     run = tmp_path / "run"
