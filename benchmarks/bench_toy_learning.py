@@ -12,6 +12,8 @@ last three steps), and the difference full − variant with its standard error, 
     no_filter          | filter.enabled=false
     no_warmup          | warmup.enabled=false
     released_reward    | coach.reward=released_uniform   (the released 1.5B script's Coach reward)
+    rent, ttrl         | method=rent, method=ttrl        (the comparison baselines: the Player alone on the
+                                                          validation set's questions, docs/baselines.md)
 
 The seed is the top-level ``seed`` key: it changes everything a run depends on (the toy models'
 pretraining, the warm-up data and its order, every Coach and Player sample); the validation set is the
@@ -52,6 +54,8 @@ VARIANTS = {
     "no_filter": ["filter.enabled=false"],
     "no_warmup": ["warmup.enabled=false"],
     "released_reward": ["coach.reward=released_uniform"],
+    "rent": ["method=rent"],
+    "ttrl": ["method=ttrl"],
 }
 DEFAULT_VARIANTS = ["full", "no_coach_update", "no_filter", "no_warmup"]
 

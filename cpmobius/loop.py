@@ -36,12 +36,13 @@ STAGES = ("coach", "difficulty_filter", "player_update", "validation", "coach_up
 
 
 class CoachPlayerLoop:
-    """Coach and Player co-evolution on verl.
+    """Coach and Player co-evolution on verl; with ``method=ttrl|rent``, a comparison baseline that trains the
+    Player alone on the validation set's questions (``filter`` is then a `cpmobius.fixed_pool.FixedPool`).
 
     Args:
         cfg: the composed config (``trainer.*`` for steps, checkpoints and logging).
         settings: validated stage settings (`cpmobius.settings.load_settings`).
-        coach: the Coach `Policy`, started.
+        coach: the Coach `Policy`, started; None for the baselines that have no Coach.
         player: the Player `Policy`, started.
         logger: an object with ``log(data, step)`` (verl's `Tracking`), or None.
         ground_truth: optional function problem text → true answer or None (the toy world), for
