@@ -358,3 +358,22 @@ def test_the_player_prompt_renders_every_problem_alike_and_checks_its_fit_with_t
     assert PlayerPrompt().fits(TokenCountingPlayer(), problems) == [True, False]
     assert prompt.fits(TokenCountingPlayer(), problems) == [False, False]
     assert prompt.fits(TokenCountingPlayer(), []) == []
+
+
+def test_the_sampling_a_generate_call_reports_must_be_one_value_per_key_for_all_its_rows():
+    import numpy as np
+    from verl import DataProto
+
+    from cpmobius.engine.batches import sampling_used
+
+    def output(**columns):
+        rows = {f"sampling_{k}": np.array(v, dtype=object) for k, v in columns.items()}
+        return DataProto.from_dict(tensors={"x": torch.zeros(2, 1)}, non_tensors=rows)
+
+    same = output(temperature=[0.6, 0.6], top_p=[1.0, 1.0], top_k=[-1, -1])
+    assert sampling_used(same, "player") == {"temperature": 0.6, "top_p": 1.0, "top_k": -1.0}
+    assert not any(key.startswith("sampling_") for key in same.non_tensor_batch)  # the per-row columns are gone
+    with pytest.raises(RuntimeError, match="player: rows of one generate call were sampled with different top_p"):
+        sampling_used(output(temperature=[0.6, 0.6], top_p=[1.0, 0.9], top_k=[-1, -1]), "player")
+    with pytest.raises(RuntimeError, match="default_agent_loop"):
+        sampling_used(output(temperature=[0.6, 0.6]), "coach")

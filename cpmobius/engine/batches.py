@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from cpmobius.engine.agent_loop import GREEDY_KEY
+from cpmobius.engine.agent_loop import AGENT_LOOP_NAME, GREEDY_KEY, SAMPLING_KEYS
 from cpmobius.prompts import Messages
 
 # Request ids of one generate call: call number × REQUESTS_PER_CALL + row.
@@ -73,6 +73,35 @@ def prompt_batch(
     # rollout.full_determinism, and the rollout seeds that request's sampling from its name.
     batch.non_tensor_batch["priority"] = call * REQUESTS_PER_CALL + np.arange(len(batch), dtype=np.int64)
     return batch
+
+
+def sampling_used(output: Any, name: str) -> dict[str, float]:
+    """The sampling values (`SAMPLING_KEYS`) every row of one generate call was made with, as the agent loop
+    reports them per row; the per-row columns are removed from ``output``.
+
+    Args:
+        output: the agent loop's `DataProto` (non-tensor ``sampling_<key>`` columns).
+        name: the policy's name, for the errors.
+
+    Raises:
+        RuntimeError: when the rows of one call were sampled differently, or the agent loop did not
+            report its values (``rollout.agent.default_agent_loop`` is not ours).
+    """
+    used = {}
+    for key in SAMPLING_KEYS:
+        values = output.non_tensor_batch.pop(f"sampling_{key}", None)
+        if values is None:
+            raise RuntimeError(
+                f"{name}: the agent loop reported no sampling values; "
+                f"set rollout.agent.default_agent_loop={AGENT_LOOP_NAME}"
+            )
+        distinct = {float(v) for v in values}
+        if len(distinct) != 1:
+            raise RuntimeError(
+                f"{name}: rows of one generate call were sampled with different {key}: {sorted(distinct)}"
+            )
+        used[key] = distinct.pop()
+    return used
 
 
 def row_divisor(actor_rollout_ref: Any, world_size: int) -> int:

@@ -22,8 +22,8 @@ import ray
 import torch
 from omegaconf import DictConfig
 
-from cpmobius.engine.agent_loop import AGENT_LOOP_NAME, GREEDY_KEY, SAMPLING_KEYS, PromptTooLongError
-from cpmobius.engine.batches import pad_rows, prompt_batch, row_divisor, scalar, worker_input
+from cpmobius.engine.agent_loop import GREEDY_KEY, PromptTooLongError
+from cpmobius.engine.batches import pad_rows, prompt_batch, row_divisor, sampling_used, scalar, worker_input
 from cpmobius.engine.timing import OpLog
 from cpmobius.prompts import Messages
 
@@ -269,32 +269,9 @@ class Policy:
             output = self.agent_loop.generate_sequences(padded)
             output = unpad_dataproto(output, pad_size=pad_size)
         output.non_tensor_batch.pop(GREEDY_KEY, None)
-        output.meta_info["sampling"] = self._sampling_used(output)
+        output.meta_info["sampling"] = sampling_used(output, self.name)
         output.meta_info["temperature"] = output.meta_info["sampling"]["temperature"]
         return output
-
-    def _sampling_used(self, output: Any) -> dict[str, float]:
-        """The sampling values every row was generated with, as reported by the agent loop.
-
-        Raises:
-            RuntimeError: when the rows of one call were sampled differently, or the agent loop did not
-                report its values (``rollout.agent.default_agent_loop`` is not ours).
-        """
-        used = {}
-        for key in SAMPLING_KEYS:
-            values = output.non_tensor_batch.pop(f"sampling_{key}", None)
-            if values is None:
-                raise RuntimeError(
-                    f"{self.name}: the agent loop reported no sampling values; "
-                    f"set rollout.agent.default_agent_loop={AGENT_LOOP_NAME}"
-                )
-            distinct = {float(v) for v in values}
-            if len(distinct) != 1:
-                raise RuntimeError(
-                    f"{self.name}: rows of one generate call were sampled with different {key}: {sorted(distinct)}"
-                )
-            used[key] = distinct.pop()
-        return used
 
     @property
     def max_prompt_tokens(self) -> int:
