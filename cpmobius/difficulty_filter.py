@@ -99,9 +99,14 @@ def assign_pseudo_labels(
         tie = len(sizes) > 1 and sizes[0] == sizes[1]
         unanswered = sum(1 for a, t in zip(vote.answers, group_truncated) if a is None or t)
         label = vote.pseudo_label
-        if label is not None and unanswered >= agreeing:
+        if label is not None and unanswered >= agreeing and settings.label_from == "all":
             # "No answer" is the group's most common outcome (or ties with the top answer): released
             # code and paper drop such a problem; the grader never makes "no answer" a label itself.
+            # CPMöbius: with filter.label_from=answered the answered rollouts' plurality labels it anyway
+            # (the unanswered still count against the pass rate), so a Player that often leaves its answer
+            # unboxed still has problems below the band seen. Off by default and for real models: there
+            # "no answer" is mostly a response cut at the length limit, and a group that mostly fails to
+            # finish would be trained towards its few finished answers.
             label, tie = None, False
         reason = decide(label, agreeing, n, settings, tie)
         outcomes.append(

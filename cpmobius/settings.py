@@ -22,6 +22,8 @@ VOTES = ("cpmobius", "released")
 
 COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
+# filter.label_from: which rollouts may label a group (`cpmobius.difficulty_filter.assign_pseudo_labels`).
+LABEL_SOURCES = ("all", "answered")
 # method.name: the algorithm; the baselines train the Player alone on a fixed pool (docs/baselines.md).
 METHODS = ("cpmobius", "ttrl", "rent")
 POOL_METHODS = ("ttrl", "rent")
@@ -155,6 +157,9 @@ class FilterSettings:
     min_kept: int = default("filter.min_kept")
     # Apply the band at all (False = the paper's "no filter" ablation: every labelled problem is kept).
     enabled: bool = default("filter.enabled")
+    # "all" (paper, released): a group whose unanswered rollouts tie or outnumber its plurality answer is
+    # dropped; "answered": the plurality of the answered rollouts labels it (`assign_pseudo_labels`).
+    label_from: str = default("filter.label_from")
 
     def __post_init__(self) -> None:
         _require(0.0 <= self.band_low <= 1.0, "filter.band_low", "must be in [0, 1]")
@@ -166,6 +171,11 @@ class FilterSettings:
         _require(self.adaptive_margin >= 1.0, "filter.adaptive_margin", "must be >= 1")
         _require(self.coach_reserve >= 0.0, "filter.coach_reserve", "must be >= 0")
         _require(self.max_attempts >= 1, "filter.max_attempts", "must be >= 1")
+        _require(
+            self.label_from in LABEL_SOURCES,
+            "filter.label_from",
+            f"must be one of {LABEL_SOURCES}, got {self.label_from!r}",
+        )
         _require(
             self.on_shortfall in SHORTFALL_POLICIES,
             "filter.on_shortfall",

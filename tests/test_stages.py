@@ -377,3 +377,40 @@ def test_the_sampling_a_generate_call_reports_must_be_one_value_per_key_for_all_
         sampling_used(output(temperature=[0.6, 0.6], top_p=[1.0, 0.9], top_k=[-1, -1]), "player")
     with pytest.raises(RuntimeError, match="default_agent_loop"):
         sampling_used(output(temperature=[0.6, 0.6]), "coach")
+
+
+@pytest.mark.parametrize(
+    ("label_from", "label", "pass_rate", "kept", "reason"),
+    [
+        # 4 of 8 rollouts unanswered, the plurality "5" has 3: the paper's rule drops the group ...
+        ("all", None, 0.0, False, "no_answer"),
+        # ... the answered rollouts' rule labels it "5" and the unanswered count against it: 3/8 = 0.375,
+        # inside [0.2, 0.8] (2..6 agreeing of 8), so it is kept
+        ("answered", "5", 0.375, True, None),
+    ],
+)
+def test_a_group_with_more_unanswered_rollouts_than_its_plurality(label_from, label, pass_rate, kept, reason):
+    from cpmobius.difficulty_filter import assign_pseudo_labels
+    from cpmobius.settings import FilterSettings
+
+    texts = ["\\boxed{5}", "I give up", "\\boxed{5}", "I give up", "\\boxed{6}", "I give up", "\\boxed{5}", "no idea"]
+    outcome = assign_pseudo_labels(texts, [False] * 8, 8, FilterSettings(label_from=label_from))[0]
+    assert (outcome.pseudo_label, outcome.pass_rate, outcome.kept, outcome.drop_reason) == (
+        label,
+        pytest.approx(pass_rate),
+        kept,
+        reason,
+    )
+    assert outcome.agrees == ([True, False, True, False, False, False, True, False] if label else [False] * 8)
+
+
+def test_the_answered_rule_still_drops_a_group_with_no_answer_at_all_or_a_tie():
+    from cpmobius.difficulty_filter import assign_pseudo_labels
+    from cpmobius.settings import FilterSettings
+
+    answered = FilterSettings(label_from="answered")
+    silent, tied = ["no idea"] * 4, ["\\boxed{1}", "\\boxed{2}", "no idea", "no idea"]
+    outcomes = assign_pseudo_labels(silent + tied, [False] * 8, 4, answered)
+    assert [o.drop_reason for o in outcomes] == ["no_answer", "tie"]
+    with pytest.raises(ConfigError, match="filter.label_from"):
+        FilterSettings(label_from="majority")
