@@ -192,10 +192,8 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
         columns = POOL_TABLE_COLUMNS if loop.settings.method.uses_pool else TABLE_COLUMNS
         loop.logger = Loggers(make_tracking(cfg), StepTable(columns))
         state = loop.fit()
-        print(
-            f"[cpmobius] done: {state.step} steps; checkpoints and problem archive in {cfg.trainer.default_local_dir}",
-            flush=True,
-        )
+        kept = "checkpoints" if loop.settings.method.uses_pool else "checkpoints and problem archive"
+        print(f"[cpmobius] done: {state.step} steps; {kept} in {cfg.trainer.default_local_dir}", flush=True)
         if "file" in cfg.trainer.logger:
             from cpmobius.plots import plot_training_dynamics, run_title
 
