@@ -26,15 +26,13 @@ TABLE_COLUMNS = (
 )
 
 # The baselines on a fixed pool (method=ttrl|rent): no Coach, no filter; the Player's mean reward instead.
+# Step and accuracy first, the update, validation and step timings last, as in `TABLE_COLUMNS`.
 POOL_TABLE_COLUMNS = (
-    ("step", "{:>4}", "step"),
-    ("val/accuracy", "{:>7.3f}", "val_acc"),
+    *TABLE_COLUMNS[:2],
     ("player/reward_mean", "{:>+7.3f}", "reward"),
     ("pool/questions", "{:>4.0f}", "qs"),
     ("timing_s/difficulty_filter", "{:>9.1f}", "rollout_s"),
-    ("timing_s/player_update", "{:>8.1f}", "update_s"),
-    ("timing_s/validation", "{:>7.1f}", "val_s"),
-    ("timing_s/step", "{:>7.1f}", "step_s"),
+    *TABLE_COLUMNS[-3:],
 )
 
 
