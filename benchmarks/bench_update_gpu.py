@@ -183,6 +183,7 @@ class Setting:
     label: str
     build: str
     knobs: dict = field(default_factory=dict)
+    log_prob_knobs: dict = field(default_factory=dict)  # over ``knobs`` for the two log-prob passes alone
 
 
 def settings(budget: int) -> dict[str, Setting]:
@@ -239,6 +240,17 @@ def settings(budget: int) -> dict[str, Setting]:
             "varlen_fused",
             {"use_remove_padding": True, **dynamic},
         ),
+        # The forward-only passes keep no activations: a larger budget means fewer micro-batches, and for the
+        # reference (kept on the host by verl, streamed to the GPU for every micro-batch) fewer weight copies.
+        **{
+            f"varlen_fused_lp{k}x": Setting(
+                f"varlen_fused, log-prob passes at {k * budget} tokens a micro-batch",
+                "varlen_fused_ckpt",
+                {"use_remove_padding": True, **dynamic},
+                {"max_token_len_per_gpu": k * budget},
+            )
+            for k in (2, 4)
+        },
         "flex_fused": Setting(
             f"dynamic bsz {budget} + remove padding + grad ckpt, flex attention, fused output (torch)",
             "flex_fused_ckpt",
@@ -334,13 +346,15 @@ def on_workers(policy: Any, fn: Any) -> list[Any]:
     return ray.get([worker.__ray_call__.remote(fn) for worker in policy.worker_group.workers])
 
 
-def time_passes(policy: Any, batch: Any) -> dict[str, dict[str, Any]]:
-    """The three passes on ``batch``: ``{op: {"s", "peak_allocated_gib", "peak_reserved_gib"}}`` (or ``{"error"}``)."""
+def time_passes(policy: Any, batch: Any, setting: Setting) -> dict[str, dict[str, Any]]:
+    """The three passes on ``batch`` with ``setting``'s knobs: ``{op: {"s", "peak_allocated_gib",
+    "peak_reserved_gib"}}`` (or ``{"error"}``)."""
     import torch
 
     results: dict[str, dict[str, Any]] = {}
 
     def timed(op: str, fn) -> Any:
+        policy.knobs = {**setting.knobs, **(setting.log_prob_knobs if op != "update" else {})}
         on_workers(policy, _reset_peak_memory)
         started = time.perf_counter()
         try:
@@ -415,15 +429,14 @@ def run_build(args: argparse.Namespace, build: str, names: list[str]) -> dict[st
     warm_p, warm_r = rollout_lengths(8, True, args.seed + 1)
     results, warm_ups = {}, {}
     for name in names:
-        policy.knobs = table[name].knobs
         # First calls of a path pay one-off costs (kernel selection, mask code, compilation): 8 short rows first.
         warm_ups[name] = time_passes(
-            policy, synthetic_rollouts(warm_p, warm_r, vocab, width_p, width_r, seed=args.seed + 1)
+            policy, synthetic_rollouts(warm_p, warm_r, vocab, width_p, width_r, seed=args.seed + 1), table[name]
         )
         batch = synthetic_rollouts(
             prompts, responses, vocab, width_p, width_r, seed=args.seed
         )  # the same rows each time
-        results[name] = time_passes(policy, batch)
+        results[name] = time_passes(policy, batch, table[name])
         print(f"[bench] {name}: {json.dumps(results[name])} (warm-up {json.dumps(warm_ups[name])})", flush=True)
     ray.shutdown()
     return {

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import torch
 from omegaconf import OmegaConf
 
@@ -115,31 +118,88 @@ def test_best_player_save_is_atomic_and_carries_its_score(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best_player"]
 
 
+class RecordingPolicy:
+    """Records `start_policies`'s calls; its rollout start waits at ``gate`` (a barrier) for 2 s at most."""
+
+    def __init__(self, name, calls, profiles_memory_at_start=True, gate=None):
+        self.name, self.calls, self.profiles_memory_at_start, self.gate = name, calls, profiles_memory_at_start, gate
+
+    def start_models(self):
+        self.calls.append(("start_models", self.name))
+
+    def wait_models(self):
+        self.calls.append(("wait_models", self.name))
+
+    def start_rollout(self):
+        self.calls.append(("start_rollout", self.name))
+        if self.gate is not None:
+            try:
+                self.gate.wait(timeout=2)
+            except threading.BrokenBarrierError:
+                self.calls.append(("started_alone", self.name))
+        self.calls.append(("rollout_started", self.name))
+
+
 def test_start_policies_builds_every_model_before_any_rollout_server_starts():
-    """vLLM profiles device memory while its engine starts: no model build (which offloads) may run then."""
+    """vLLM profiles device memory while its engine starts: no model build (which offloads) may run then,
+    nor another engine's start (the first's sleep frees memory)."""
     from cpmobius.engine.sharing import start_policies
 
     calls = []
 
-    class Recording:
-        def __init__(self, name):
-            self.name = name
-
-        def start_models(self):
-            calls.append(("start_models", self.name))
-
-        def wait_models(self):
-            calls.append(("wait_models", self.name))
-
-        def start_rollout(self):
-            calls.append(("start_rollout", self.name))
-
-    player, coach = Recording("player"), Recording("coach")
+    player = RecordingPolicy("player", calls)
+    coach = RecordingPolicy("coach", calls, profiles_memory_at_start=False)
     assert start_policies(player, coach) == (player, coach)
     first_rollout = min(i for i, (op, _) in enumerate(calls) if op == "start_rollout")
     last_build = max(i for i, (op, _) in enumerate(calls) if op in ("start_models", "wait_models"))
     assert last_build < first_rollout
     assert [c for c in calls if c[0] == "start_models"] == [("start_models", "player"), ("start_models", "coach")]
+    assert calls[-4:] == [
+        ("start_rollout", "player"),
+        ("rollout_started", "player"),
+        ("start_rollout", "coach"),
+        ("rollout_started", "coach"),
+    ]
+
+
+def test_engines_with_a_fixed_kv_cache_start_at_once():
+    """Neither engine profiles memory: the second starts while the first is still starting (both wait at one
+    barrier; one after the other, the first would wait out its 2 s alone)."""
+    from cpmobius.engine.sharing import start_policies
+
+    calls, gate = [], threading.Barrier(2)
+    policies = [RecordingPolicy(name, calls, profiles_memory_at_start=False, gate=gate) for name in ("player", "coach")]
+    started = time.perf_counter()
+    start_policies(*policies)
+    assert time.perf_counter() - started < 1.5
+    assert [op for op, _ in calls[4:6]] == ["start_rollout", "start_rollout"]
+    assert not [c for c in calls if c[0] == "started_alone"]
+
+
+def test_a_policys_start_up_error_reaches_the_caller_when_engines_start_at_once():
+    import pytest
+
+    from cpmobius.engine.sharing import start_policies
+
+    class Failing(RecordingPolicy):
+        def start_rollout(self):
+            raise ValueError("Free memory on device is less than desired GPU memory utilization")
+
+    calls = []
+    with pytest.raises(ValueError, match="Free memory"):
+        start_policies(RecordingPolicy("player", calls, False), Failing("coach", calls, False))
+
+
+def test_a_vllm_engine_profiles_memory_unless_its_kv_cache_is_fixed():
+    def policy(rollout):
+        return Policy("player", OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}}), None, None)
+
+    assert policy({"name": "vllm"}).profiles_memory_at_start
+    assert policy({"name": "vllm", "engine_kwargs": {"vllm": {"kv_cache_memory_bytes": None}}}).profiles_memory_at_start
+    assert not policy(
+        {"name": "vllm", "engine_kwargs": {"vllm": {"kv_cache_memory_bytes": 2**34}}}
+    ).profiles_memory_at_start
+    assert not policy({"name": "hf"}).profiles_memory_at_start
 
 
 def test_waiting_for_models_never_started_is_an_error():

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import ray
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.agent_loop import GREEDY_KEY, PromptTooLongError
 from cpmobius.engine.batches import pad_rows, prompt_batch, row_divisor, sampling_used, scalar, worker_input
@@ -106,6 +106,15 @@ class Policy:
     @property
     def uses_reference(self) -> bool:
         return bool(self.config.actor_rollout_ref.actor.use_kl_loss)
+
+    @property
+    def profiles_memory_at_start(self) -> bool:
+        """Whether this policy's rollout engine sizes its KV cache from a device-memory profile at start-up
+        (vLLM unless ``rollout.engine_kwargs.vllm.kv_cache_memory_bytes`` fixes it), so that no other
+        engine may start beside it (`cpmobius.engine.sharing.start_policies`)."""
+        rollout = self.config.actor_rollout_ref.rollout
+        fixed = OmegaConf.select(rollout, "engine_kwargs.vllm.kv_cache_memory_bytes", default=None)
+        return rollout.name == "vllm" and not fixed
 
     def start(self) -> "Policy":
         """Start the worker group, build the models, launch the rollout servers, then sleep them."""

@@ -2,13 +2,14 @@
 
 `EngineGuard` keeps at most one policy's rollout engine awake: activating one puts the other to
 sleep first (verl's hybrid sleep discards weights, so activation always re-syncs them).
-`start_policies` starts policies so that their models build at once and their engines one by one,
-after `start_ray`.
+`start_policies` starts policies so that their models build at once, then their engines (at once where
+no engine profiles device memory at start-up), after `start_ray`.
 """
 
 from __future__ import annotations
 
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -93,14 +94,16 @@ def make_resource_pool(cfg: DictConfig) -> Any:
 
 
 def start_policies(*policies: Policy) -> tuple[Policy, ...]:
-    """Start policies that share the devices: their models build at once, their rollout servers one by one.
+    """Start policies that share the devices: their models build at once, then their rollout servers.
 
     Building the FSDP models is most of a policy's start-up and needs no exclusive device, so the policies
     build theirs concurrently (one H200, both at the 1.5B shape: 70.6 + 60.3 s one after the other, 101.5 s
-    of wall clock at once — host copies for the offload contend). The
-    rollout servers start only once every model is built, one policy at a time: vLLM sizes its KV cache
-    from a memory profile taken at start-up and fails when another process frees device memory meanwhile
-    (an FSDP model offloading to the host, or another engine going to sleep).
+    of wall clock at once — host copies for the offload contend). The rollout servers start once every
+    model is built: at once when no engine sizes its KV cache from a memory profile
+    (`Policy.profiles_memory_at_start`: vLLM given ``engine_kwargs.vllm.kv_cache_memory_bytes``, or the
+    CPU platform's servers), else one policy at a time — vLLM's profile fails ("Error in memory profiling")
+    when another process frees device memory meanwhile (another engine going to sleep after its start).
+    One H200, 1.5B shape: the two vLLM servers took 105 + 98 s one after the other.
 
     Returns:
         the policies, started (as `Policy.start` leaves one).
@@ -109,6 +112,11 @@ def start_policies(*policies: Policy) -> tuple[Policy, ...]:
         policy.start_models()
     for policy in policies:
         policy.wait_models()
-    for policy in policies:
-        policy.start_rollout()
+    if len(policies) > 1 and not any(policy.profiles_memory_at_start for policy in policies):
+        with ThreadPoolExecutor(max_workers=len(policies), thread_name_prefix="rollout_start") as pool:
+            for started in [pool.submit(policy.start_rollout) for policy in policies]:
+                started.result()  # re-raises a policy's start-up error here
+    else:
+        for policy in policies:
+            policy.start_rollout()
     return policies
