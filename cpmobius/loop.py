@@ -175,12 +175,11 @@ class CoachPlayerLoop:
         delta_t = self.delta.update(result.accuracy)
         self.state.delta_t_history.append(delta_t)
         return delta_t, {
-            "val/accuracy": result.accuracy,
+            **self._accuracy_metrics(result),
             "val/response_length_mean": result.mean_response_tokens,
             "val/truncated_frac": result.truncated_frac,
             **{f"val/sampling/{key}": value for key, value in result.sampling.items()},
             **{f"val/grade/{status}": count for status, count in result.grade_counts.items()},
-            **self._accuracy_by_level(result),
         }
 
     def update_coach(self, kept: KeptProblems, delta_t: float) -> dict[str, float]:
@@ -257,9 +256,7 @@ class CoachPlayerLoop:
                 # Released code: the running best starts at V₀; the initial Player is the first best.
                 self.state.best_val = result.accuracy
                 checkpoint.save_best_policy(self.output_dir / "best_player", self.player, result.accuracy, 0)
-            self._log(
-                {"val/accuracy": result.accuracy, **self._accuracy_by_level(result), **self._timing_metrics()}, step=0
-            )
+            self._log({**self._accuracy_metrics(result), **self._timing_metrics()}, step=0)
         while self.state.step < total:
             started, marks = time.perf_counter(), op_marks(self.policies)
             step_metrics = self.step()
@@ -335,12 +332,20 @@ class CoachPlayerLoop:
         self._count_tokens("validation", result.response_tokens)
         return result
 
-    def _accuracy_by_level(self, result: Any) -> dict[str, float]:
-        if self.difficulty_of is None:
-            return {}
-        return metrics.accuracy_by_level(
-            [self.difficulty_of(p) for p in self.val_set.problems], result.correct_per_problem
-        )
+    def _accuracy_metrics(self, result: Any) -> dict[str, float]:
+        """``val/accuracy`` (what Δt is measured on) and, with ``validation.metric=expected``, the greedy pass's
+        ``val/accuracy_greedy``; per difficulty level where the world knows it (`metrics.accuracy_by_level`)."""
+        found = {"val/accuracy": result.accuracy}
+        greedy = result.greedy_per_problem is not None
+        if greedy:
+            found["val/accuracy_greedy"] = result.greedy_accuracy
+        if self.difficulty_of is not None:
+            levels = [self.difficulty_of(p) for p in self.val_set.problems]
+            found.update(metrics.accuracy_by_level(levels, result.correct_per_problem))
+            if greedy:
+                by_level = metrics.accuracy_by_level(levels, result.greedy_per_problem)
+                found.update({key.replace("val/accuracy/", "val/accuracy_greedy/"): v for key, v in by_level.items()})
+        return found
 
     def _timing_metrics(self) -> dict[str, float]:
         return {f"timing_s/{stage}": seconds for stage, seconds in self.stages.seconds_since(self._step_mark).items()}

@@ -55,6 +55,9 @@ class TrainedPolicy(Protocol):
     def count_prompt_tokens(self, prompts: Sequence[Messages]) -> list[int]:
         """(P,) tokens of each chat prompt as rendered by the policy's chat template."""
 
+    def prompt_token_ids(self, prompts: Sequence[Messages]) -> list[list[int]]:
+        """(P,) lists of each chat prompt's token ids as rendered by the policy's chat template."""
+
     def compute_log_probs(self, batch: DataProto) -> tuple[Any, Any]:
         """(B, response_length) log-probs and entropies of the batch's responses."""
 

@@ -28,6 +28,8 @@ LABEL_SOURCES = ("all", "answered")
 METHODS = ("cpmobius", "ttrl", "rent")
 POOL_METHODS = ("ttrl", "rent")
 ENTROPY_WINDOWS = ("all", "last_fraction")
+# validation.metric: the accuracy that feeds Δt (`cpmobius.validation.measure_accuracy`).
+VALIDATION_METRICS = ("greedy", "expected")
 
 
 # The defaults of every method key live in one place, configs/cpmobius.yaml; the dataclasses below read
@@ -204,6 +206,10 @@ class ValidationSettings:
     samples_per_problem: int = default("validation.samples_per_problem")
     # Greedy decoding (then samples_per_problem must be 1); else rollout.val_kwargs sampling.
     greedy: bool = default("validation.greedy")
+    # The accuracy that feeds Δt: "greedy" = the decoded pass above (paper, released); "expected" = the mean
+    # teacher-forced probability of each problem's canonical correct response at the Player's sampling
+    # temperature (a departure; toy set only, with the greedy pass logged beside it as val/accuracy_greedy).
+    metric: str = default("validation.metric")
     # Δt from an exponential moving average of validation accuracy with this decay, or null for none
     # (released option proposer_ema, decay 0.99, off in every script).
     ema_decay: Optional[float] = default("validation.ema_decay")
@@ -218,6 +224,22 @@ class ValidationSettings:
             "greedy decoding gives identical samples: use 1, or set validation.greedy=false",
         )
         _require(self.size is None or self.size >= 1, "validation.size", "must be >= 1 or null")
+        _require(
+            self.metric in VALIDATION_METRICS,
+            "validation.metric",
+            f"must be one of {VALIDATION_METRICS}, got {self.metric!r}",
+        )
+        _require(
+            self.metric != "expected" or self.dataset == "toy",
+            "validation.metric",
+            "expected needs a set whose correct responses are known token for token (validation.dataset=toy), "
+            f"got validation.dataset={self.dataset!r}",
+        )
+        _require(
+            self.metric != "expected" or self.greedy,
+            "validation.metric",
+            "expected logs the greedy pass beside it (val/accuracy_greedy): set validation.greedy=true",
+        )
         _require(
             self.ema_decay is None or 0.0 < self.ema_decay < 1.0, "validation.ema_decay", "must be in (0, 1) or null"
         )

@@ -11,7 +11,9 @@ in accuracy points, 100·Δt, as the released code does (`cpmobius.rewards`); af
 tracker restarts from the restored Player's score, so the jump caused by the rollback is not credited to the Coach (the
 released code credits it); a rollout stopped at the length limit has no answer (graded as "no_answer",
 counted wrong), as in the training vote (`cpmobius.difficulty_filter`): its text may
-hold an earlier, retracted box.
+hold an earlier, retracted box; ``validation.metric=expected`` (toy world, off by default) feeds Δt
+the teacher-forced probability of the canonical correct response instead of a decoded pass
+(`expected_accuracy`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
+
+import torch
 
 from cpmobius.engine.config import ConfigError
 from cpmobius.grading import check_batch, grade_batch
@@ -30,12 +34,14 @@ from cpmobius.settings import ValidationSettings
 
 @dataclass(frozen=True)
 class ValidationSet:
-    """Problems with gold answers. ``ids`` identify problems (avg@k groups by them)."""
+    """Problems with gold answers. ``ids`` identify problems (avg@k groups by them); ``canonical_responses``,
+    where a world defines them (the toy set), are the exact correct Player responses (`expected_accuracy`)."""
 
     name: str
     ids: list[str]
     problems: list[str]
     answers: list[str]
+    canonical_responses: Optional[list[str]] = None
 
     def __len__(self) -> int:
         return len(self.problems)
@@ -52,11 +58,12 @@ def load_validation_set(settings: ValidationSettings) -> ValidationSet:
         ConfigError: naming ``validation.dataset`` when the file is missing or malformed.
     """
     if settings.dataset == "toy":
-        from cpmobius.toy.world import validation_problems
+        from cpmobius.toy.world import player_target, validation_problems
 
         rows = validation_problems(settings.size or 32, settings.seed)
+        ids = [f"toy-{i}" for i in range(len(rows))]
         return ValidationSet(
-            "toy", [f"toy-{i}" for i in range(len(rows))], [r.text for r in rows], [r.answer for r in rows]
+            "toy", ids, [r.text for r in rows], [r.answer for r in rows], list(map(player_target, rows))
         )
     path = Path(settings.dataset).expanduser()
     if not path.suffix == ".jsonl":
@@ -95,6 +102,9 @@ class ValidationResult:
     response_tokens: int  # over all problems × samples
     sampling: dict[str, float] = field(default_factory=dict)  # temperature, top_p, top_k the rows used
     truncated: int = 0  # samples stopped at the length limit (graded as no answer)
+    # validation.metric=expected: accuracy and correct_per_problem are the expected ones, these the greedy pass's
+    greedy_accuracy: Optional[float] = None
+    greedy_per_problem: Optional[list[float]] = None
 
     @property
     def mean_response_tokens(self) -> float:
@@ -118,11 +128,17 @@ def measure_accuracy(
     Uses the training prompt (``prompt``, the loop's `cpmobius.prompts.PlayerPrompt`), so training and
     validation render identically; samples with
     ``rollout.val_kwargs`` or greedily. A sample stopped at the length limit has no answer, as in
-    training, and counts as wrong.
+    training, and counts as wrong. With ``validation.metric=expected`` the result's ``accuracy`` and
+    ``correct_per_problem`` are `expected_accuracy`'s, and the decoded pass's are ``greedy_accuracy`` and
+    ``greedy_per_problem``.
 
     Raises:
         cpmobius.grading.GradingError: when every answer of the pass failed to grade.
+        ConfigError: naming ``validation.metric`` for ``expected`` on a set without canonical responses.
     """
+    # CPMöbius: validation.metric=expected (`expected_accuracy`), scored before the decoded pass: the log-prob
+    # pass puts the Player's engine to sleep, generating wakes it.
+    expected = expected_accuracy(player, val_set, prompt) if settings.metric == "expected" else None
     k = settings.samples_per_problem
     player.activate()
     batch = player.generate(
@@ -142,7 +158,7 @@ def measure_accuracy(
     per_problem = [sum(scores[i * k : (i + 1) * k]) / k for i in range(len(val_set))]
     tokens = int(batch.batch["response_mask"].sum())
     sampling = dict(getattr(batch, "meta_info", {}).get("sampling", {}))
-    return ValidationResult(
+    result = ValidationResult(
         sum(per_problem) / len(per_problem),
         per_problem,
         dict(grades.counts),
@@ -150,6 +166,50 @@ def measure_accuracy(
         sampling,
         truncated=sum(bool(cut) for cut in truncated),
     )
+    if expected is not None:
+        result.greedy_accuracy, result.greedy_per_problem = result.accuracy, result.correct_per_problem
+        result.accuracy, result.correct_per_problem = sum(expected) / len(expected), expected
+    return result
+
+
+def expected_accuracy(
+    player: TrainedPolicy, val_set: ValidationSet, prompt: PlayerPrompt = PlayerPrompt()
+) -> list[float]:
+    """Per problem, the probability that the Player, sampling at its rollout temperature, writes exactly the
+    problem's canonical correct response: exp of the summed teacher-forced log-probs of its tokens.
+
+    # CPMöbius: the paper's avg@k at the sampling temperature in the limit k → ∞, without sampling noise,
+    but restricted to the canonical response (the toy world's ``\\boxed{answer}``, then the end-of-turn
+    token, as its Player was pretrained to answer): any other correct response counts 0, so this is a lower
+    bound on P(correct). Exact for that string with top-p 1, top-k off and no repetition penalty (the
+    toy's sampling). The log-probs are `TrainedPolicy.compute_log_probs`'s, at the Player's
+    ``rollout.temperature`` (the batch carries no other temperature).
+
+    Args:
+        player: the Player (``tokenizer``, ``prompt_token_ids``, ``compute_log_probs``).
+        val_set: a set with ``canonical_responses`` (P of them).
+        prompt: the Player's prompt, as in training and the decoded pass.
+
+    Returns:
+        P probabilities in [0, 1].
+
+    Raises:
+        ConfigError: naming ``validation.metric`` when ``val_set`` has no canonical responses.
+    """
+    from cpmobius.engine.batches import token_rollouts  # verl's agent loop: not imported to read a config
+
+    if val_set.canonical_responses is None:
+        raise ConfigError(f"validation.metric: expected needs canonical responses, {val_set.name!r} has none")
+    tokenizer = player.tokenizer
+    prompts = player.prompt_token_ids(prompt.render(val_set.problems))
+    responses = [
+        tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+        for text in val_set.canonical_responses
+    ]
+    batch = token_rollouts(prompts, responses, tokenizer.pad_token_id)
+    log_probs, _ = player.compute_log_probs(batch)  # (P, response_length), 0 on padding
+    mask = batch.batch["response_mask"].to(torch.float64)
+    return torch.exp((log_probs.to(torch.float64) * mask).sum(dim=-1)).tolist()
 
 
 class DeltaTracker:

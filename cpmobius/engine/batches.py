@@ -6,8 +6,10 @@
   micro-batches divide;
 - `worker_input`: a padded `DataProto` → the no-padding `TensorDict` verl's engine workers take;
 - `scalar`: one of verl's metric values (list, tensor, number) as a float;
-- `synthetic_rollouts`: a batch of random token rollouts of given lengths, laid out as `generate`
-  returns them (tests and benchmarks of the log-prob and update passes, no rollout engine needed).
+- `token_rollouts`: given prompts and responses (token ids) laid out as `generate` returns its rollouts,
+  for log-probs of responses the policy did not sample (the expected validation accuracy);
+- `synthetic_rollouts`: a batch of random token rollouts of given lengths, laid out the same way
+  (tests and benchmarks of the log-prob and update passes, no rollout engine needed).
 """
 
 from __future__ import annotations
@@ -209,8 +211,6 @@ def synthetic_rollouts(
     Raises:
         ValueError: for mismatched lists, a length < 1, or a length over its width.
     """
-    from verl import DataProto
-
     if len(prompt_lengths) != len(response_lengths) or not prompt_lengths:
         raise ValueError("synthetic_rollouts: need as many prompt lengths as response lengths, at least one")
     if min(prompt_lengths) < 1 or min(response_lengths) < 1:
@@ -219,14 +219,56 @@ def synthetic_rollouts(
     width_r = int(response_width or max(response_lengths))
     if max(prompt_lengths) > width_p or max(response_lengths) > width_r:
         raise ValueError(f"synthetic_rollouts: lengths exceed the widths ({width_p} prompt, {width_r} response tokens)")
-    rows = len(prompt_lengths)
     generator = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(1, vocab_size, (rows, width_p + width_r), generator=generator)
-    columns = torch.arange(width_p + width_r)
-    starts = width_p - torch.tensor([int(n) for n in prompt_lengths])
-    ends = width_p + torch.tensor([int(n) for n in response_lengths])
-    attention_mask = ((columns >= starts[:, None]) & (columns < ends[:, None])).long()  # (B, P + R)
-    input_ids = torch.where(attention_mask.bool(), tokens, torch.full_like(tokens, pad_token_id))
+    tokens = torch.randint(1, vocab_size, (len(prompt_lengths), width_p + width_r), generator=generator).tolist()
+    prompts = [row[width_p - int(n) : width_p] for row, n in zip(tokens, prompt_lengths)]
+    responses = [row[width_p : width_p + int(n)] for row, n in zip(tokens, response_lengths)]
+    return token_rollouts(prompts, responses, pad_token_id, width_p, width_r)
+
+
+def token_rollouts(
+    prompt_ids: Sequence[Sequence[int]],
+    response_ids: Sequence[Sequence[int]],
+    pad_token_id: int,
+    prompt_width: int | None = None,
+    response_width: int | None = None,
+) -> Any:
+    """Given prompts and responses as token ids, laid out as `Policy.generate` returns its rollouts, so that
+    `Policy.compute_log_probs` scores responses the policy did not sample (teacher forcing).
+
+    Args:
+        prompt_ids: B prompts, token ids as the agent loop renders them (`Policy.prompt_token_ids`), each >= 1.
+        response_ids: B responses, token ids (a stop token at the end, if the response ends there), each >= 1.
+        pad_token_id: the id written into padding.
+        prompt_width: columns of ``prompts`` (default: the longest prompt).
+        response_width: columns of ``responses`` (default: the longest response).
+
+    Returns:
+        `DataProto` with ``prompts`` (B, P) left-padded, ``responses`` / ``response_mask`` (B, R)
+        right-padded, ``input_ids``, ``attention_mask``, ``position_ids`` (B, P + R) (positions count from
+        0 at each row's first prompt token, as verl's agent loop writes them) and a non-tensor ``uid``
+        (one per row).
+
+    Raises:
+        ValueError: for mismatched lists, an empty prompt or response, or one longer than its width.
+    """
+    from verl import DataProto
+
+    if len(prompt_ids) != len(response_ids) or not prompt_ids:
+        raise ValueError("token_rollouts: need as many prompts as responses, at least one")
+    if min(map(len, prompt_ids)) < 1 or min(map(len, response_ids)) < 1:
+        raise ValueError("token_rollouts: every prompt and response needs at least one token")
+    width_p = int(prompt_width or max(map(len, prompt_ids)))
+    width_r = int(response_width or max(map(len, response_ids)))
+    if max(map(len, prompt_ids)) > width_p or max(map(len, response_ids)) > width_r:
+        raise ValueError(f"token_rollouts: lengths exceed the widths ({width_p} prompt, {width_r} response tokens)")
+    rows = len(prompt_ids)
+    input_ids = torch.full((rows, width_p + width_r), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros(rows, width_p + width_r, dtype=torch.long)  # (B, P + R)
+    for i, (prompt, response) in enumerate(zip(prompt_ids, response_ids)):
+        start, end = width_p - len(prompt), width_p + len(response)
+        input_ids[i, start:end] = torch.tensor([*prompt, *response], dtype=torch.long)
+        attention_mask[i, start:end] = 1
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     return DataProto.from_dict(
         tensors={

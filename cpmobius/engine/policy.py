@@ -287,24 +287,28 @@ class Policy:
         """``rollout.prompt_length``: the most tokens a rendered prompt may have."""
         return int(self.config.actor_rollout_ref.rollout.prompt_length)
 
-    def count_prompt_tokens(self, prompts: Sequence[Messages]) -> list[int]:
-        """Tokens of each chat prompt as the agent loop renders it (chat template, generation prompt).
+    def prompt_token_ids(self, prompts: Sequence[Messages]) -> list[list[int]]:
+        """Each chat prompt's token ids as the agent loop renders it (chat template, generation prompt).
 
         Args:
             prompts: P chat-message lists.
 
         Returns:
-            P token counts.
+            P lists of token ids.
         """
         kwargs = dict(self.config.data.get("apply_chat_template_kwargs") or {})
         return [
-            len(
+            list(
                 self.tokenizer.apply_chat_template(
                     list(p), add_generation_prompt=True, tokenize=True, return_dict=False, **kwargs
                 )
             )
             for p in prompts
         ]
+
+    def count_prompt_tokens(self, prompts: Sequence[Messages]) -> list[int]:
+        """(P,) tokens of each chat prompt as the agent loop renders it (`prompt_token_ids`)."""
+        return [len(ids) for ids in self.prompt_token_ids(prompts)]
 
     def check_prompt_lengths(self, prompts: Sequence[Messages]) -> None:
         """Refuse prompts that do not fit ``rollout.prompt_length`` (verl would cut them from the left).
