@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence
 # (metric keys, panel title, y label); a panel whose keys were never logged says so instead of a line; a key
 # ending in "*" stands for every logged key with that prefix (one line each).
 PANELS: tuple[tuple[Sequence[str], str, str], ...] = (
-    (("val/accuracy",), "Player validation accuracy", "accuracy"),
+    (("val/accuracy", "val/accuracy_greedy"), "Player validation accuracy", "accuracy"),
     (("val/accuracy/d*",), "validation accuracy per difficulty", "accuracy"),
     (
         ("coach/difficulty_mean", "filter/kept_difficulty_mean"),
