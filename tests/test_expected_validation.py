@@ -186,3 +186,36 @@ def test_the_curriculum_preset_composes_with_its_values_and_its_own_model_folder
         {default.model.player_path, default.model.coach_path}
     )
     assert cfg.trainer.default_local_dir != default.trainer.default_local_dir
+
+
+@pytest.mark.slow
+def test_the_curriculum_preset_runs_two_steps_and_logs_expected_and_greedy_accuracy(tmp_path, model_cache):
+    """``experiment=toy_curriculum`` end to end, shrunk to run in about 95 s on 2 cores: shorter pretraining,
+    a Coach pretrained on the instruction itself (no warm-up), 10 validation problems, m = 2, n = 4."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "run"
+    command = [
+        *(sys.executable, "-m", "cpmobius.main", "experiment=toy_curriculum"),
+        *(f"model.cache_dir={model_cache}", f"trainer.default_local_dir={out}", f"hydra.run.dir={out / 'hydra'}"),
+        *("model.pretrain.player_steps=300", "model.pretrain.coach_steps=150", "model.pretrain.coach_corpus=problems"),
+        *("warmup.enabled=false", "validation.size=10", "filter.quota=2", "player.n=4"),
+        "trainer.total_training_steps=2",
+    ]
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    by_step = {entry["step"]: entry["data"] for entry in logged if "step" in entry}
+    for step in (0, 1, 2):
+        data = by_step[step]
+        # a product of token probabilities, never exactly 0 or 1; the greedy pass counts whole problems
+        assert 0.0 < data["val/accuracy"] < 1.0, (step, data["val/accuracy"])
+        assert data["val/accuracy_greedy"] * 10 == pytest.approx(round(data["val/accuracy_greedy"] * 10))
+        assert {"val/accuracy/d0", "val/accuracy_greedy/d0"} <= set(data)
+    assert all("val/delta_t" in by_step[step] for step in (1, 2))
