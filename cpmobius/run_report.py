@@ -60,14 +60,19 @@ def step_table(steps: dict[int, dict[str, float]]) -> str:
     """One row per step: validation accuracy, Δt (points), kept/quota, attempts, Coach validity and its
     most frequent rejection, pass rate of the kept groups, pseudo-label accuracy where known, seconds per
     stage and the Player update's peak GPU memory (GiB; the column is left out when no step used a GPU:
-    verl logs 0 on the CPU)."""
+    verl logs 0 on the CPU). Where logged: the greedy pass's accuracy beside the expected one
+    (``validation.metric=expected``) and the mean level of the Coach's and the kept problems (toy world)."""
     gpu = any(m.get(GPU_MEMORY_KEY) for m in steps.values())
+    greedy = any("val/accuracy_greedy" in m for m in steps.values())
+    levels = any("coach/difficulty_mean" in m for m in steps.values())
     head = [
         "step",
         "val acc",
+        *(["val greedy"] if greedy else []),
         "Δt (pts)",
         "kept",
         "attempts",
+        *(["Coach level", "kept level"] if levels else []),
         "Coach valid",
         "top rejection",
         "kept pass rate",
@@ -84,9 +89,15 @@ def step_table(steps: dict[int, dict[str, float]]) -> str:
         cells = [
             str(step),
             _fmt(m.get("val/accuracy"), ".3f"),
+            *([_fmt(m.get("val/accuracy_greedy"), ".3f")] if greedy else []),
             _fmt(None if delta is None else 100 * delta, "+.1f"),
             kept,
             _fmt(m.get("filter/attempts"), ".0f"),
+            *(
+                [_fmt(m.get(key), ".2f") for key in ("coach/difficulty_mean", "filter/kept_difficulty_mean")]
+                if levels
+                else []
+            ),
             _fmt(m.get("coach/valid_frac"), ".2f"),
             top,
             _fmt(m.get("filter/kept_pass_rate_mean"), ".2f"),

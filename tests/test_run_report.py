@@ -90,3 +90,16 @@ def test_the_gpu_memory_column_appears_only_when_a_step_used_a_gpu(tmp_path):
         f.write(json.dumps({"step": 3, "data": {"player/actor/perf/max_memory_allocated_gb": 12.34}}) + "\n")
     table = run_report.step_table(run_report.read_metrics(tmp_path))
     assert table.splitlines()[0].endswith("| GPU GiB |") and table.splitlines()[-1].endswith("| 12.3 |")
+
+
+def test_an_expected_accuracy_run_shows_the_greedy_pass_and_the_problem_levels(tmp_path):
+    write_run(tmp_path)
+    extra = {"val/accuracy_greedy": 0.625, "coach/difficulty_mean": 0.75, "filter/kept_difficulty_mean": 1.5}
+    with (tmp_path / "metrics.jsonl").open("a") as handle:
+        handle.write(json.dumps({"step": 1, "data": extra}) + "\n")
+    lines = run_report.render(tmp_path).splitlines()
+    head = next(line for line in lines if line.startswith("| step |")).split(" | ")
+    assert head[1:8] == ["val acc", "val greedy", "Δt (pts)", "kept", "attempts", "Coach level", "kept level"]
+    cells = next(line for line in lines if line.startswith("| 1 |")).split(" | ")
+    assert cells[1:8] == ["0.375", "0.625", "+12.5", "1/2", "3", "0.75", "1.50"]
+    # without those keys the columns are left out (the test above reads the plain layout)
