@@ -15,6 +15,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.config import MAIN_CONFIG, ConfigError, validate_run_config
+from cpmobius.engine.known_keys import unknown_key_message
 from cpmobius.prompts import ANSWER_FORMATS
 
 # player.vote: the grading modes of `cpmobius.grading` (its `MODES`; not imported here, to keep config checks light).
@@ -329,14 +330,17 @@ def _section(cfg: DictConfig, key: str, cls: type) -> Any:
     node.pop("verl", None)
     unknown = sorted(set(node) - set(known))
     if unknown:
-        raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {sorted(known)})")
+        raise ConfigError(unknown_key_message(f"{key}.{unknown[0]}", [key, unknown[0]], 1, sorted(known)))
     for name, value in node.items():
         _check_type(f"{key}.{name}", str(known[name].type), value)
     if key == "player" and isinstance(node.get("rollback"), dict):
         for name, value in node["rollback"].items():
             rollback_field = {f.name: f for f in fields(RollbackSettings)}.get(name)
             if rollback_field is None:
-                raise ConfigError(f"player.rollback.{name}: unknown key")
+                known_names = [f.name for f in fields(RollbackSettings)]
+                raise ConfigError(
+                    unknown_key_message(f"player.rollback.{name}", ["player", "rollback", name], 2, known_names)
+                )
             _check_type(f"player.rollback.{name}", str(rollback_field.type), value)
     return cls(**node)
 
