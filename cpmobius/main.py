@@ -142,7 +142,8 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
             with open_dict(cfg):
                 cfg.model.coach_path = str(coach_start)
             configs = build_policy_configs(cfg)  # the Coach now starts from the warm-up output
-        # The baselines on a fixed pool (method=ttrl|rent) train the Player alone: no Coach is started.
+        # The baselines on a fixed pool (method=ttrl|rent) train the Player alone: no Coach is started (R-Zero's
+        # Challenger is the Coach).
         coach = None if settings.method.uses_pool else Policy("coach", configs["coach"], pool, guard)
         start_policies(*[p for p in (player, coach) if p is not None and p.worker_group is None])
     except BaseException:
