@@ -14,6 +14,7 @@ last three steps), and the difference full − variant with its standard error, 
     released_reward    | coach.reward=released_uniform   (the released 1.5B script's Coach reward)
     rent, ttrl         | method=rent, method=ttrl        (the comparison baselines: the Player alone on the
                                                           validation set's questions, docs/baselines.md)
+    rzero              | method=rzero                    (R-Zero's Challenger and Solver phases, docs/baselines.md)
 
 The seed is the top-level ``seed`` key: it changes everything a run depends on (the toy models'
 pretraining, the warm-up data and its order, every Coach and Player sample); the validation set is the
@@ -56,6 +57,7 @@ VARIANTS = {
     "released_reward": ["coach.reward=released_uniform"],
     "rent": ["method=rent"],
     "ttrl": ["method=ttrl"],
+    "rzero": ["method=rzero"],
 }
 DEFAULT_VARIANTS = ["full", "no_coach_update", "no_filter", "no_warmup"]
 

@@ -29,6 +29,7 @@ from cpmobius.rewards import (
     player_token_rewards,
     token_weighted_mean_advantage,
 )
+from cpmobius.rzero import RZeroSchedule
 from cpmobius.settings import Settings
 from cpmobius.validation import DeltaTracker, load_validation_set, measure_accuracy
 
@@ -37,7 +38,8 @@ STAGES = ("coach", "difficulty_filter", "player_update", "validation", "coach_up
 
 class CoachPlayerLoop:
     """Coach and Player co-evolution on verl; with ``method=ttrl|rent``, a comparison baseline that trains the
-    Player alone on the validation set's questions (``filter`` is then a `cpmobius.fixed_pool.FixedPool`).
+    Player alone on the validation set's questions (``filter`` is then a `cpmobius.fixed_pool.FixedPool`); with
+    ``method=rzero``, R-Zero's Challenger and Solver phases (``filter`` is a `cpmobius.rzero.RZeroSchedule`).
 
     Args:
         cfg: the composed config (``trainer.*`` for steps, checkpoints and logging).
@@ -99,6 +101,10 @@ class CoachPlayerLoop:
             self.filter = FixedPool(
                 settings, player, self.player_prompt, questions, cfg.seed, self.stages, self._count_tokens
             )
+        elif settings.method.name == "rzero":  # Challenger and Solver phases (cpmobius/rzero.py)
+            self.filter = RZeroSchedule(
+                settings, coach, player, self.player_prompt, cfg.seed, self.stages, self._count_tokens
+            )
         else:
             self.filter = DifficultyFilter(
                 settings,
@@ -131,8 +137,9 @@ class CoachPlayerLoop:
         kept, step_metrics = self.filter.collect(self.state.step + 1)  # coach generation + difficulty filter
         if kept is None:
             return {**step_metrics, **self._skipped_step()}
-        with self.timed("player_update"):
-            step_metrics.update(self.update_player(kept))
+        if len(kept):  # R-Zero's Challenger steps keep nothing for the Player (they train the Coach)
+            with self.timed("player_update"):
+                step_metrics.update(self.update_player(kept))
         with self.timed("validation"):
             delta_t, val_metrics = self.validate()
         with self.timed("coach_update"):
@@ -188,7 +195,7 @@ class CoachPlayerLoop:
         Skipped when Δt == 0 (released code) or ``coach.update`` is false.
         """
         cs, n = self.settings.coach, self.settings.player.n
-        if self.coach is None:
+        if self.coach is None or kept.coach_batch is None:  # no Coach, or problems no Coach row rewards (R-Zero)
             return {}
         if not cs.update or delta_t == 0.0:
             return {"coach/updated": 0.0}

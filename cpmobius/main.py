@@ -19,7 +19,14 @@ import hydra
 from omegaconf import DictConfig
 
 from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME, apply_env_to_driver, build_policy_configs
-from cpmobius.run_log import POOL_TABLE_COLUMNS, TABLE_COLUMNS, Loggers, StepTable, make_tracking
+from cpmobius.run_log import (
+    POOL_TABLE_COLUMNS,
+    RZERO_TABLE_COLUMNS,
+    TABLE_COLUMNS,
+    Loggers,
+    StepTable,
+    make_tracking,
+)
 from cpmobius.settings import load_settings
 
 
@@ -135,7 +142,8 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
             with open_dict(cfg):
                 cfg.model.coach_path = str(coach_start)
             configs = build_policy_configs(cfg)  # the Coach now starts from the warm-up output
-        # The baselines on a fixed pool (method=ttrl|rent) train the Player alone: no Coach is started.
+        # The baselines on a fixed pool (method=ttrl|rent) train the Player alone: no Coach is started (R-Zero's
+        # Challenger is the Coach).
         coach = None if settings.method.uses_pool else Policy("coach", configs["coach"], pool, guard)
         start_policies(*[p for p in (player, coach) if p is not None and p.worker_group is None])
     except BaseException:
@@ -189,10 +197,11 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     loop, state = None, None
     try:
         loop = build_loop(cfg, settings=settings)
-        columns = POOL_TABLE_COLUMNS if loop.settings.method.uses_pool else TABLE_COLUMNS
+        method = loop.settings.method.name
+        columns = {"cpmobius": TABLE_COLUMNS, "rzero": RZERO_TABLE_COLUMNS}.get(method, POOL_TABLE_COLUMNS)
         loop.logger = Loggers(make_tracking(cfg), StepTable(columns))
         state = loop.fit()
-        kept = "checkpoints" if loop.settings.method.uses_pool else "checkpoints and problem archive"
+        kept = "checkpoints and problem archive" if method == "cpmobius" else "checkpoints"
         print(f"[cpmobius] done: {state.step} steps; {kept} in {cfg.trainer.default_local_dir}", flush=True)
         if "file" in cfg.trainer.logger:
             from cpmobius.plots import plot_training_dynamics, run_title

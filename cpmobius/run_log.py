@@ -35,12 +35,25 @@ POOL_TABLE_COLUMNS = (
     *TABLE_COLUMNS[-3:],
 )
 
+# R-Zero (method=rzero): the phase (0 Challenger, 1 Solver), that phase's mean reward (the Coach's in a Challenger
+# step, the Player's in a Solver step), the Solver's questions a step, and the Coach's time beside the shared ones.
+RZERO_TABLE_COLUMNS = (
+    *TABLE_COLUMNS[:2],
+    ("rzero/phase", "{:>5.0f}", "phase"),
+    ("rzero/reward_mean", "{:>+7.3f}", "reward"),
+    ("pool/questions", "{:>4.0f}", "qs"),
+    ("timing_s/coach", "{:>7.1f}", "coach_s"),
+    ("timing_s/difficulty_filter", "{:>9.1f}", "rollout_s"),
+    ("timing_s/coach_update", "{:>8.1f}", "c_upd_s"),
+    *TABLE_COLUMNS[-3:],
+)
+
 
 class StepTable:
     """Prints one row per step (a logger backend next to verl's `Tracking`).
 
     Args:
-        columns: ``(metric key, format, label)`` per column (`TABLE_COLUMNS`, `POOL_TABLE_COLUMNS`).
+        columns: ``(metric key, format, label)`` per column (`TABLE_COLUMNS`, `POOL_TABLE_COLUMNS`, ...).
     """
 
     def __init__(self, columns: tuple = TABLE_COLUMNS) -> None:

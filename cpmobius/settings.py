@@ -15,6 +15,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.config import MAIN_CONFIG, ConfigError, validate_run_config
+from cpmobius.engine.known_keys import unknown_key_message
 from cpmobius.prompts import ANSWER_FORMATS
 
 # player.vote: the grading modes of `cpmobius.grading` (its `MODES`; not imported here, to keep config checks light).
@@ -25,11 +26,15 @@ SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
 # filter.label_from: which rollouts may label a group (`cpmobius.difficulty_filter.assign_pseudo_labels`).
 LABEL_SOURCES = ("all", "answered")
 # method.name: the algorithm; the baselines train the Player alone on a fixed pool (docs/baselines.md).
-METHODS = ("cpmobius", "ttrl", "rent")
+METHODS = ("cpmobius", "ttrl", "rent", "rzero")
 POOL_METHODS = ("ttrl", "rent")
 ENTROPY_WINDOWS = ("all", "last_fraction")
 # validation.metric: the accuracy that feeds Δt (`cpmobius.validation.measure_accuracy`).
 VALIDATION_METRICS = ("greedy", "expected")
+# rzero: how a Challenger output is read (`cpmobius.rzero`), and its uncertainty term (the values of
+# `cpmobius.baselines.rewards.RZERO_UNCERTAINTY`, not imported here, to keep config checks light).
+CHALLENGER_FORMATS = ("plain", "tags")
+RZERO_UNCERTAINTIES = ("code", "paper")
 
 
 # The defaults of every method key live in one place, configs/cpmobius.yaml; the dataclasses below read
@@ -284,7 +289,8 @@ class WarmupSettings:
 class MethodSettings:
     """Config group ``method``: which algorithm trains the Player (configs/method/, docs/baselines.md)."""
 
-    # cpmobius (paper Algorithm 1), or a baseline on a fixed pool: ttrl (vote-then-train), rent (entropy).
+    # cpmobius (paper Algorithm 1), a baseline on a fixed pool: ttrl (vote-then-train), rent (entropy), or
+    # rzero (Challenger and Solver phases, docs/baselines.md).
     name: str = default("method.name")
     # ttrl, rent: questions drawn from the pool (the validation set's questions) each step.
     prompts_per_step: int = default("method.prompts_per_step")
@@ -295,9 +301,44 @@ class MethodSettings:
     # rent: average the entropy over all response tokens (released) or the last fraction of them.
     entropy_window: str = default("method.entropy_window")
     last_fraction: Optional[float] = default("method.last_fraction")
+    # rzero (cpmobius/rzero.py): Challenger then Solver steps per iteration (released: 5 and 15).
+    challenger_steps: int = default("method.challenger_steps")
+    solver_steps: int = default("method.solver_steps")
+    # rzero: Coach prompts a Challenger step, and candidates per prompt (the GRPO group; released: 512 and 4).
+    challenger_prompts: int = default("method.challenger_prompts")
+    challenger_n: int = default("method.challenger_n")
+    # rzero: "plain" (the whole response, checked as coach.validate says) or "tags" (R-Zero's <question> block).
+    challenger_format: str = default("method.challenger_format")
+    # rzero: Player samples per candidate for the Challenger's majority share p (released: 10).
+    reward_votes: int = default("method.reward_votes")
+    # rzero: the uncertainty term, "code" = min(p, 1 - p) (released) or "paper" = 1 - 2|p - 0.5|.
+    uncertainty: str = default("method.uncertainty")
+    # rzero: questions written for each Solver phase and Player votes on each (released: 8,000 and 9).
+    solver_questions: int = default("method.solver_questions")
+    solver_votes: int = default("method.solver_votes")
+    # rzero: keep a question iff solver_band_low <= majority share <= solver_band_high (released: 0.3, 0.8).
+    solver_band_low: float = default("method.solver_band_low")
+    solver_band_high: float = default("method.solver_band_high")
 
     def __post_init__(self) -> None:
         _require(self.name in METHODS, "method.name", f"must be one of {METHODS}, got {self.name!r}")
+        for key in ("solver_steps", "challenger_prompts", "reward_votes", "solver_questions", "solver_votes"):
+            _require(getattr(self, key) >= 1, f"method.{key}", "must be >= 1")
+        _require(self.challenger_steps >= 0, "method.challenger_steps", "must be >= 0")
+        _require(self.challenger_n >= 2, "method.challenger_n", "a GRPO group needs at least 2 candidates")
+        _require(
+            self.challenger_format in CHALLENGER_FORMATS,
+            "method.challenger_format",
+            f"must be one of {CHALLENGER_FORMATS}, got {self.challenger_format!r}",
+        )
+        _require(
+            self.uncertainty in RZERO_UNCERTAINTIES,
+            "method.uncertainty",
+            f"must be one of {RZERO_UNCERTAINTIES}, got {self.uncertainty!r}",
+        )
+        for key in ("solver_band_low", "solver_band_high"):
+            _require(0.0 <= getattr(self, key) <= 1.0, f"method.{key}", "must be in [0, 1]")
+        _require(self.solver_band_low <= self.solver_band_high, "method.solver_band_low", "exceeds solver_band_high")
         _require(self.prompts_per_step >= 1, "method.prompts_per_step", "must be >= 1")
         _require(self.votes >= 1, "method.votes", "must be >= 1")
         _require(
@@ -351,14 +392,17 @@ def _section(cfg: DictConfig, key: str, cls: type) -> Any:
     node.pop("verl", None)
     unknown = sorted(set(node) - set(known))
     if unknown:
-        raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {sorted(known)})")
+        raise ConfigError(unknown_key_message(f"{key}.{unknown[0]}", [key, unknown[0]], 1, sorted(known)))
     for name, value in node.items():
         _check_type(f"{key}.{name}", str(known[name].type), value)
     if key == "player" and isinstance(node.get("rollback"), dict):
         for name, value in node["rollback"].items():
             rollback_field = {f.name: f for f in fields(RollbackSettings)}.get(name)
             if rollback_field is None:
-                raise ConfigError(f"player.rollback.{name}: unknown key")
+                known_names = [f.name for f in fields(RollbackSettings)]
+                raise ConfigError(
+                    unknown_key_message(f"player.rollback.{name}", ["player", "rollback", name], 2, known_names)
+                )
             _check_type(f"player.rollback.{name}", str(rollback_field.type), value)
     return cls(**node)
 

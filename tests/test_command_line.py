@@ -57,6 +57,31 @@ def test_unknown_key_names_it_and_the_nearest_valid_one(override, named, nearest
 
 
 @pytest.mark.parametrize(
+    ("section", "typo"), [("filter", "quotaa"), ("coach", "rewrd"), ("player.rollback", "patiense")]
+)
+def test_a_misspelt_key_in_a_config_file_reads_as_on_the_command_line(section, typo):
+    """A preset YAML (composed, never typed) with a misspelt method key fails in `load_settings` with the
+    same line `check_override_keys` gives for the command line."""
+    from omegaconf import OmegaConf, open_dict
+
+    from cpmobius.engine.config import compose_config
+    from cpmobius.settings import load_settings
+
+    with pytest.raises(ConfigError) as typed:
+        check_override_keys([f"+{section}.{typo}=1"])
+    cfg = compose_config([])
+    if section == "player.rollback":
+        with open_dict(cfg):
+            cfg.player.rollback = {typo: 1}
+    else:
+        with open_dict(cfg):
+            OmegaConf.update(cfg, f"{section}.{typo}", 1, force_add=True)
+    with pytest.raises(ConfigError) as composed:
+        load_settings(cfg)
+    assert str(composed.value) == str(typed.value)
+
+
+@pytest.mark.parametrize(
     ("override", "key", "value"),
     [
         ("player.verl.actor.optim.lr=1e-5", "player.actor_rollout_ref.actor.optim.lr", 1e-5),

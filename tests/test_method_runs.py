@@ -1,6 +1,7 @@
-"""The baselines as a newcomer runs them in the toy world: ``python -m cpmobius.main method=ttrl|rent`` exits 0,
-prints the Player's reward and validation accuracy every step, and a RENT run stopped after a checkpoint and
-resumed ends in the same state as an uninterrupted one. Four real runs (about 3 minutes on 2 cores)."""
+"""The baselines as a newcomer runs them in the toy world: ``python -m cpmobius.main method=ttrl|rent|rzero``
+exits 0, prints the method's reward and validation accuracy every step, and a RENT run stopped after a checkpoint
+and resumed ends in the same state as an uninterrupted one. Five real runs (about 4 minutes on 2 cores, once the
+session's toy models are built)."""
 
 from __future__ import annotations
 
@@ -89,3 +90,34 @@ def test_rent_resumed_after_a_checkpoint_ends_where_an_uninterrupted_run_does(tm
         tensor = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
         other = other.full_tensor() if hasattr(other, "full_tensor") else other
         assert torch.allclose(tensor, other, atol=1e-6), f"player.{name} differs after resume"
+
+
+def test_rzero_alternates_a_challenger_and_a_solver_step_and_logs_its_reward_and_accuracy_every_step(
+    tmp_path, model_cache
+):
+    out = tmp_path / "rzero"
+    done = run_main(
+        out,
+        model_cache,
+        "method=rzero",
+        "method.challenger_steps=1",
+        "method.solver_steps=1",
+        "method.challenger_prompts=2",
+        "method.solver_questions=8",
+        "trainer.total_training_steps=2",
+    )
+    rows = table_rows(done.stdout)
+    assert sorted(rows) == [0, 1, 2]
+    assert [rows[step]["phase"] for step in (1, 2)] == ["0", "1"]  # a Challenger step, then a Solver step
+    for step in (1, 2):
+        assert rows[step]["reward"] != "-" and rows[step]["val_acc"] != "-"
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    by_step = {entry["step"]: entry["data"] for entry in logged if "step" in entry}
+    # the Challenger's reward: min(p, 1 - p) - a cluster share in [-2, 0.5]; the Player's: a share of rollouts
+    assert -2.0 <= by_step[1]["coach/reward_mean"] <= 0.5 and by_step[1]["coach/updated"] == 1.0
+    assert "player/reward_mean" not in by_step[1]  # the Player does not train in a Challenger step
+    assert 0.0 <= by_step[2]["player/reward_mean"] <= 1.0 and by_step[2]["rzero/solver_written"] == 8.0
+    assert all("val/accuracy" in by_step[step] for step in (1, 2))
+    assert (out / "global_step_2" / "coach").is_dir()  # the Coach is trained and checkpointed
+    state = json.loads((out / "global_step_2" / "loop_state.json").read_text())
+    assert state["filter_totals"]["iteration"] == 1  # the Solver phase's set, saved for a resume

@@ -1,7 +1,7 @@
 """The comparison baselines as methods of the loop (``method=ttrl|rent``, `cpmobius.fixed_pool`): the questions
 a step draws, TTRL's vote-then-train split and RENT's entropy reward through the Player update, checked with
-hand-computed values on a stand-in Player (no Ray, no models), and the settings that refuse a bad combination.
-The toy runs of both methods are in tests/test_method_runs.py."""
+hand-computed values on a stand-in Player (no Ray, no models), and the settings that refuse a bad combination
+(R-Zero's too; its schedule is tested in tests/test_rzero.py). The toy runs are in tests/test_method_runs.py."""
 
 from __future__ import annotations
 
@@ -144,7 +144,15 @@ def test_rent_rewards_minus_the_mean_entropy_and_seven_without_a_box_through_the
         (["method=rent", "warmup.enabled=true"], "warmup.enabled"),  # no Coach to warm up
         (["method=rent", "method.entropy_window=last_fraction"], "method.last_fraction"),  # the window needs its share
         (["method=rent", "method.last_fraction=0.5"], "method.last_fraction"),  # a share with no window reads it
-        (["method.name=rzero"], "method.name"),
+        (["method.name=r-zero"], "method.name"),
+        (["method=rzero", "method.challenger_n=1"], "method.challenger_n"),  # a GRPO group of one
+        (["method=rzero", "method.solver_steps=0"], "method.solver_steps"),
+        (["method=rzero", "method.challenger_steps=-1"], "method.challenger_steps"),
+        (["method=rzero", "method.solver_band_low=0.9"], "method.solver_band_low"),  # above the 0.8 high end
+        (["method=rzero", "method.solver_band_high=1.5"], "method.solver_band_high"),
+        (["method=rzero", "method.uncertainty=entropy"], "method.uncertainty"),
+        (["method=rzero", "method.challenger_format=xml"], "method.challenger_format"),
+        (["method=rzero", "method.reward_votes=0"], "method.reward_votes"),
     ],
 )
 def test_a_bad_method_setting_is_refused_naming_the_key(overrides, key):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import torch
 from omegaconf import OmegaConf
@@ -210,3 +211,22 @@ def test_waiting_for_models_never_started_is_an_error():
         policy.wait_models()
     with pytest.raises(RuntimeError, match="start_models"):
         policy.start_rollout()
+
+
+def test_each_distinct_prompt_is_tokenised_once():
+    """The filter counts a candidate's prompt and `generate` checks it again: one tokenisation, same counts."""
+
+    class CountingTokenizer:
+        calls = 0
+
+        def apply_chat_template(self, messages, **kwargs):
+            CountingTokenizer.calls += 1
+            return list(range(sum(len(m["content"]) for m in messages) + 3))
+
+    policy = Policy("player", OmegaConf.create({"data": {}}), None, None)
+    policy._model_config = SimpleNamespace(tokenizer=CountingTokenizer())
+    prompts = [[{"role": "user", "content": "1+1"}], [{"role": "user", "content": "2*3+4"}]]
+    assert policy.count_prompt_tokens(prompts) == [6, 8]
+    same_text_other_role = [{"role": "system", "content": "1+1"}]
+    assert policy.count_prompt_tokens([*prompts, prompts[0], same_text_other_role]) == [6, 8, 6, 6]
+    assert CountingTokenizer.calls == 3

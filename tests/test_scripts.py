@@ -1,4 +1,4 @@
-"""The cluster launch scripts (CPMöbius's four, the baselines' two): each composes and validates its preset with ``--cfg job``
+"""The cluster launch scripts (CPMöbius's four, the baselines' three): each composes and validates its preset with ``--cfg job``
 without starting Ray or touching a GPU, and a wrong value fails naming the key."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ SCRIPTS = {
     "train_octothinker_3b.sh": "released_octothinker_3b",
     "train_qwen_1p5b_ttrl.sh": "ttrl_qwen_1p5b",
     "train_qwen_1p5b_rent.sh": "rent_qwen_1p5b",
+    "train_qwen_1p5b_rzero.sh": "rzero_qwen_1p5b",
 }
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
@@ -60,3 +61,17 @@ def test_zero_template_renders_the_released_player_prompt(model_cache):
         [{"role": "user", "content": "What is 2 + 2?"}], add_generation_prompt=True, tokenize=False
     )
     assert text.endswith("\\boxed{}.\n\nUser: What is 2 + 2?.\nAssistant: Let me solve this step by step.")
+
+
+def test_rzero_script_runs_the_released_schedule_and_sizes_without_a_warm_up():
+    from omegaconf import OmegaConf
+
+    done = run_script("train_qwen_1p5b_rzero.sh", "--cfg", "job")
+    assert done.returncode == 0, done.stderr[-2000:]
+    cfg = OmegaConf.create(done.stdout)
+    method = cfg.method
+    assert (method.name, method.challenger_steps, method.solver_steps) == ("rzero", 5, 15)
+    assert (method.challenger_prompts, method.challenger_n, method.reward_votes) == (512, 4, 10)
+    assert (method.solver_questions, method.solver_votes, method.prompts_per_step) == (8000, 9, 512)
+    assert method.challenger_format == "tags" and cfg.player.n == 5 and not cfg.warmup.enabled
+    assert cfg.data.max_response_length == 3072 and cfg.trainer.total_training_steps == 60  # 3 iterations of 20

@@ -136,11 +136,22 @@ def find_unknown_key(reference: DictConfig, key: str) -> Optional[str]:
     if failure is None:
         return None
     depth, siblings = failure
-    near = _nearest(parts[depth], siblings)
+    return unknown_key_message(key, prefix + parts, len(prefix) + depth, siblings)
+
+
+def unknown_key_message(key: str, path: list[str], depth: int, siblings: list[str]) -> str:
+    """The one-line error for a config key whose part ``path[depth]`` does not exist: the nearest of
+    ``siblings`` (the names there are) as a full key, else the names there are. Used for command-line
+    overrides (`check_override_keys`) and for the method sections of a composed config
+    (`cpmobius.settings.load_settings`), so a misspelt key reads the same from both.
+
+    Example: ``unknown_key_message("filtr.quota", ["filtr", "quota"], 0, ["filter", "coach"])`` →
+    ``"filtr.quota: unknown key (did you mean filter.quota?)"``.
+    """
+    near = _nearest(path[depth], siblings)
     if near is not None:
-        suggestion = ".".join(prefix + parts[:depth] + [near] + parts[depth + 1 :])
-        return f"{key}: unknown key (did you mean {suggestion}?)"
-    where = ".".join(prefix + parts[:depth]) or "the top level"
+        return f"{key}: unknown key (did you mean {'.'.join(path[:depth] + [near] + path[depth + 1 :])}?)"
+    where = ".".join(path[:depth]) or "the top level"
     shown = ", ".join(sorted(siblings)[:12]) + (", ..." if len(siblings) > 12 else "")
     return f"{key}: unknown key ({where} has: {shown})"
 

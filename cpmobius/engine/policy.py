@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+_PROMPT_COUNTS_KEPT = 8192  # token counts of distinct prompts a policy remembers (a run's last few steps)
+
+
 class Policy:
     """One trained policy on verl.
 
@@ -51,12 +54,11 @@ class Policy:
         self.global_steps = 0
         self.generation_calls = 0  # names requests deterministically (rollout.full_determinism)
         self.worker_group = None
-        self._model_init: Optional[tuple[float, list[Any]]] = (
-            None  # (start, Ray refs) between start_models and start_rollout
-        )
+        self._model_init: Optional[tuple[float, list[Any]]] = None  # (start, Ray refs) until wait_models
         self.server_manager = None
         self.checkpoint_manager = None
         self.agent_loop = None
+        self._prompt_counts: dict[tuple, int] = {}  # (role, content) pairs of a prompt → its tokens
 
     @property
     def ops(self) -> OpLog:
@@ -290,11 +292,7 @@ class Policy:
     def prompt_token_ids(self, prompts: Sequence[Messages]) -> list[list[int]]:
         """Each chat prompt's token ids as the agent loop renders it (chat template, generation prompt).
 
-        Args:
-            prompts: P chat-message lists.
-
-        Returns:
-            P lists of token ids.
+        P chat-message lists → P lists of token ids.
         """
         kwargs = dict(self.config.data.get("apply_chat_template_kwargs") or {})
         return [
@@ -307,8 +305,19 @@ class Policy:
         ]
 
     def count_prompt_tokens(self, prompts: Sequence[Messages]) -> list[int]:
-        """(P,) tokens of each chat prompt as the agent loop renders it (`prompt_token_ids`)."""
-        return [len(ids) for ids in self.prompt_token_ids(prompts)]
+        """Tokens of each chat prompt as the agent loop renders it (`prompt_token_ids`).
+
+        P chat-message lists → P counts. Each distinct prompt is tokenised once: the difficulty filter counts a
+        candidate's prompt to reject it when too long, and `generate` checks the same prompt again.
+        """
+        counts = self._prompt_counts
+        keys = [tuple((m["role"], m["content"]) for m in p) for p in prompts]
+        for key, prompt in zip(keys, prompts):
+            if key not in counts:
+                if len(counts) >= _PROMPT_COUNTS_KEPT:
+                    counts.clear()
+                counts[key] = len(self.prompt_token_ids([prompt])[0])
+        return [counts[key] for key in keys]
 
     def check_prompt_lengths(self, prompts: Sequence[Messages]) -> None:
         """Refuse prompts that do not fit ``rollout.prompt_length`` (verl would cut them from the left).

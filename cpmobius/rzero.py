@@ -1,0 +1,282 @@
+"""R-Zero as a method of the loop (``method=rzero``): iterations of Challenger steps, then Solver steps.
+
+`RZeroSchedule.collect` stands where CPMöbius's `cpmobius.filter_stage.DifficultyFilter.collect` does. The
+phase of a step is a function of the step alone (`rzero_phase`), so a resumed run lands where it stopped.
+Source: Chengsong-Huang/R-Zero, ``scripts/main.sh`` and the scripts it calls (docs/baselines.md, "R-Zero").
+
+- **Challenger step** (the Challenger is the Coach): ``method.challenger_prompts`` prompts, each sampled
+  ``method.challenger_n`` times (the GRPO group); each well-formed question is answered
+  ``method.reward_votes`` times by the Player, frozen while the Challenger trains, and p is its majority
+  share (`cpmobius.baselines.rewards.rzero_majority_share`, every sample in the denominator). Reward
+  (`rzero_challenger_rewards`): min(p, 1 − p) (``method.uncertainty=code``, released; ``paper``:
+  1 − 2|p − 0.5|) minus the share of the step's batch in the question's BLEU cluster, −1 − that share for
+  a malformed output; the Challenger's own answer is never read. GRPO advantages per prompt group, one
+  Coach update. Nothing is kept for the Player: the loop validates and goes on.
+- **Solver step** (the Solver is the Player): at the first Solver step of an iteration the Coach writes
+  ``method.solver_questions`` questions, the Player (the previous iteration's Solver) votes on each with
+  ``method.solver_votes`` samples, and the questions with a gradable majority answer whose share (over the
+  samples that gave one) is in [``solver_band_low``, ``solver_band_high``] make the phase's training set,
+  their majority answers the labels (`rzero_gradable`, `rzero_keep`). Each Solver step draws
+  ``method.prompts_per_step`` of them (a function of the seed and the step), rolls each out ``player.n``
+  times and returns them as `KeptProblems`; the loop's Player update gives reward 1 to a rollout whose
+  answer is equivalent to the label (GRPO per question).
+
+Departures (`# CPMöbius:` below): answers are extracted and compared by this repository's grader (R-Zero:
+mathruler's ``extract_boxed_content`` and ``grade_answer``) and a rollout cut at the length limit has no
+answer; ``method.challenger_format=plain`` (the default, for Coaches that never saw R-Zero's prompt) reads
+the whole response as the question and rejects it as CPMöbius's Coach validation does; a question whose
+Player prompt is longer than the Player accepts is malformed; the Solver's reward has no format term
+(released: 0.9 · accuracy + 0.1 · a ``<think>`` format match, which non-thinking models never meet); one
+optimizer step per step for either policy.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable, Optional
+
+from cpmobius import metrics
+from cpmobius.baselines.rewards import (
+    rzero_challenger_rewards,
+    rzero_gradable,
+    rzero_keep,
+    rzero_majority_share,
+    rzero_parse_question,
+)
+from cpmobius.coach import Problem, read_problem
+from cpmobius.difficulty_filter import GroupOutcome
+from cpmobius.engine.timing import OpLog
+from cpmobius.grading import answers_equivalent, extract_answer
+from cpmobius.loop_state import KeptProblems
+from cpmobius.policy_api import TrainedPolicy
+from cpmobius.prompts import Messages, PlayerPrompt, coach_prompt
+from cpmobius.rewards import grpo_advantages, player_token_rewards
+from cpmobius.settings import Settings
+
+# R-Zero's Challenger prompt (`verl/utils/dataset.py`, ``questioner_format``), for ``challenger_format=tags``.
+CHALLENGER_SYSTEM = (
+    "You are an expert competition-math problem setter.\n"
+    "FIRST, in your private scratch-pad, think step-by-step to design a brand-new, non-trivial problem. "
+    "The problem could come from any field of mathematics, including but not limited to algebra, geometry, "
+    "number theory, combinatorics, prealgebra, probability, statistics, and calculus. "
+    "Aim for a difficulty such that fewer than 30 % of advanced high-school students could solve it. "
+    "Avoid re-using textbook clichés or famous contest problems.\n"
+    "THEN, without revealing any of your private thoughts, output **exactly** the following two blocks:\n\n"
+    "<question>\n{The full problem statement on one or more lines}\n</question>\n\n"
+    "\\boxed{final_answer}\n\n"
+    "Do NOT output anything else—no explanations, no extra markup."
+)
+CHALLENGER_USER = (
+    "Generate one new, challenging reasoning question now. Remember to format the output exactly as instructed."
+)
+CHALLENGER, SOLVER = "challenger", "solver"
+
+
+def rzero_phase(step: int, challenger_steps: int, solver_steps: int) -> tuple[str, int, int]:
+    """Which phase step ``step`` is in: iterations of ``challenger_steps`` Challenger steps, then
+    ``solver_steps`` Solver steps (released: 5 and 15, `scripts/main.sh`).
+
+    Args:
+        step: the loop step, 1-based.
+        challenger_steps: Challenger steps per iteration (>= 0).
+        solver_steps: Solver steps per iteration (>= 1).
+
+    Returns:
+        ``(phase, iteration, position)``: `CHALLENGER` or `SOLVER`, the iteration (1-based) and the step's
+        place in its phase (1-based). With 5 and 15: steps 1–5 are Challenger 1–5 of iteration 1, steps
+        6–20 Solver 1–15, step 21 Challenger 1 of iteration 2.
+
+    Raises:
+        ValueError: a step below 1, or counts out of range.
+    """
+    if step < 1 or challenger_steps < 0 or solver_steps < 1:
+        raise ValueError(f"rzero_phase: step {step}, challenger_steps {challenger_steps}, solver_steps {solver_steps}")
+    iteration, offset = divmod(step - 1, challenger_steps + solver_steps)
+    if offset < challenger_steps:
+        return CHALLENGER, iteration + 1, offset + 1
+    return SOLVER, iteration + 1, offset - challenger_steps + 1
+
+
+class RZeroSchedule:
+    """R-Zero's two phases, one loop step at a time (module docstring).
+
+    Args:
+        settings: validated settings (``method``, ``coach``, ``player.n``, ``player.vote``).
+        coach: the Coach `Policy` (the Challenger).
+        player: the Player `Policy` (the Solver).
+        prompt: the Player's prompt (`cpmobius.prompts.PlayerPrompt`).
+        seed: the run's seed; a Solver step's draw depends on it and the step only.
+        stages: the loop's stage timer: Coach samples are timed as "coach", Player votes and rollouts as
+            "difficulty_filter", the Challenger's update as "coach_update".
+        count_tokens: called with ``(stage, tokens)`` for each generated batch.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        coach: TrainedPolicy,
+        player: TrainedPolicy,
+        prompt: PlayerPrompt,
+        seed: int,
+        stages: OpLog,
+        count_tokens: Callable[[str, int], None],
+    ):
+        if settings.method.name != "rzero" or coach is None:
+            raise ValueError(f"RZeroSchedule needs method=rzero and a Coach (method={settings.method.name})")
+        self.settings, self.coach, self.player, self.prompt = settings, coach, player, prompt
+        self.seed, self.stages, self.count_tokens = seed, stages, count_tokens
+        # The current Solver phase's training set: its iteration (0: none yet), questions and labels.
+        self.pool: dict = {"iteration": 0, "questions": [], "labels": []}
+
+    def state_dict(self) -> dict:
+        """The Solver phase's training set (saved as ``filter_totals`` in each checkpoint's loop state)."""
+        return {key: list(value) if isinstance(value, list) else value for key, value in self.pool.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pool = {"iteration": 0, "questions": [], "labels": [], **state}
+
+    def collect(self, step: int) -> tuple[KeptProblems, dict[str, float]]:
+        """Run step ``step``'s phase. A Challenger step trains the Coach and returns no problems; a Solver
+        step returns the drawn questions and their Player rollouts (K·``player.n`` rows, groups contiguous)."""
+        ms = self.settings.method
+        phase, iteration, _ = rzero_phase(step, ms.challenger_steps, ms.solver_steps)
+        common = {"rzero/phase": float(phase == SOLVER), "rzero/iteration": float(iteration)}
+        if phase == CHALLENGER:
+            return KeptProblems([], [], None, None), {**common, **self.train_challenger()}
+        built = {}
+        if self.pool["iteration"] != iteration:  # the phase's first step (or a checkpoint from before it)
+            built = self.build_solver_set(iteration)
+        kept, solver_metrics = self.roll_out_solver(step)
+        return kept, {**common, **built, **solver_metrics}
+
+    # ------------------------------------------------------------------ Challenger
+
+    def train_challenger(self) -> dict[str, float]:
+        """One Challenger step: candidates → Player votes → R-Zero's reward → GRPO update of the Coach."""
+        ms = self.settings.method
+        batch, questions = self.write_questions(ms.challenger_prompts, ms.challenger_n)
+        votes = self.vote(questions, ms.reward_votes, "all_samples")
+        shares = [None if vote is None else vote[1] for vote in votes]
+        rewards = rzero_challenger_rewards(questions, shares, ms.uncertainty)
+        step_metrics = {
+            "coach/reward_mean": sum(rewards) / len(rewards),
+            "rzero/reward_mean": sum(rewards) / len(rewards),
+            "coach/valid_frac": sum(q is not None for q in questions) / len(questions),
+        }
+        valid_shares = [share for share in shares if share is not None]
+        if valid_shares:
+            step_metrics["rzero/majority_share_mean"] = sum(valid_shares) / len(valid_shares)
+        if not self.settings.coach.update:
+            return {**step_metrics, "coach/updated": 0.0}
+        with self.stages.timed("coach_update"):
+            mask = batch.batch["response_mask"]
+            token_rewards = player_token_rewards(rewards, mask)  # each reward on its last response token
+            batch.batch["advantages"] = grpo_advantages(token_rewards, mask, batch.non_tensor_batch["uid"])
+            batch.batch["old_log_probs"], _ = self.coach.compute_log_probs(batch)
+            if self.coach.uses_reference:
+                batch.batch["ref_log_prob"] = self.coach.compute_ref_log_probs(batch)
+            update_metrics = self.coach.update(batch)
+        return {**step_metrics, **metrics.prefixed(update_metrics, "coach"), "coach/updated": 1.0}
+
+    def coach_prompt(self) -> Messages:
+        """The Coach's prompt: R-Zero's system and user turns (``tags``), or ``coach.instruction`` (``plain``)."""
+        if self.settings.method.challenger_format == "tags":
+            return [{"role": "system", "content": CHALLENGER_SYSTEM}, {"role": "user", "content": CHALLENGER_USER}]
+        return coach_prompt(self.settings.coach.instruction)
+
+    def write_questions(self, prompts: int, n: int) -> tuple[object, list[Optional[str]]]:
+        """``prompts`` Coach prompts × ``n`` samples → the Coach batch (groups contiguous, one uid per prompt)
+        and (prompts·n,) questions, None for a malformed output (`parse_question`)."""
+        with self.stages.timed("coach"):
+            self.coach.activate()
+            batch = self.coach.generate([self.coach_prompt()] * prompts, n=n)
+        self.count_tokens("coach", int(batch.batch["response_mask"].sum()))
+        texts, truncated = self.coach.decode_responses(batch)
+        questions = [self.parse_question(text, cut) for text, cut in zip(texts, truncated)]
+        written = [q for q in questions if q is not None]
+        # CPMöbius: a question whose Player prompt does not fit would be cut from the left: malformed.
+        fits = dict(zip(written, self.prompt.fits(self.player, written)))
+        return batch, [q if q is not None and fits[q] else None for q in questions]
+
+    def parse_question(self, text: str, truncated: bool) -> Optional[str]:
+        """One Coach response → its question, or None when malformed.
+
+        ``tags``: `cpmobius.baselines.rewards.rzero_parse_question` (the last ``<question>`` block, released).
+        ``plain``: `cpmobius.coach.read_problem` with ``coach.validate``. # CPMöbius: for a Coach that never saw
+        R-Zero's prompt (the toy Coach), the whole response is the question, rejected as CPMöbius rejects one.
+        """
+        if self.settings.method.challenger_format == "tags":
+            return rzero_parse_question(text)
+        problem = read_problem(text, truncated, self.settings.coach)
+        return problem.text if problem.valid else None
+
+    def vote(self, questions: list[Optional[str]], votes: int, denominator: str) -> list[Optional[tuple[str, float]]]:
+        """``votes`` Player samples per well-formed question → (majority answer, share) each, None for a
+        malformed one (`rzero_majority_share` with ``denominator``)."""
+        valid = [q for q in questions if q is not None]
+        if not valid:
+            return [None] * len(questions)
+        mode = self.settings.player.vote
+        with self.stages.timed("difficulty_filter"):
+            self.player.activate()
+            batch = self.player.generate(self.prompt.render(valid), n=votes)
+        self.count_tokens("player_rollouts", int(batch.batch["response_mask"].sum()))
+        texts, truncated = self.player.decode_responses(batch)
+        # CPMöbius: a sample cut at the length limit has no answer (R-Zero reads one anyway).
+        answers = [None if cut else extract_answer(text, mode=mode) for text, cut in zip(texts, truncated)]
+        shares = iter(
+            rzero_majority_share(answers[i * votes : (i + 1) * votes], self.equivalent, denominator)
+            for i in range(len(valid))
+        )
+        return [None if q is None else next(shares) for q in questions]
+
+    def equivalent(self, a: str, b: str) -> bool:
+        return answers_equivalent(a, b, mode=self.settings.player.vote)
+
+    # ------------------------------------------------------------------ Solver
+
+    def build_solver_set(self, iteration: int) -> dict[str, float]:
+        """The Solver phase's training set: questions written by the Coach, voted by the Player, kept in the band."""
+        ms = self.settings.method
+        _, questions = self.write_questions(ms.solver_questions, 1)
+        votes = self.vote(questions, ms.solver_votes, "nonempty")
+        band = (ms.solver_band_low, ms.solver_band_high)
+        kept = []
+        for question, vote in zip(questions, votes):
+            if vote is not None and rzero_gradable(question, vote[0]) and rzero_keep(vote[1], vote[0], band):
+                kept.append((question, vote[0]))
+        self.pool = {"iteration": iteration, "questions": [q for q, _ in kept], "labels": [a for _, a in kept]}
+        return {
+            "rzero/solver_written": float(len(questions)),
+            "rzero/solver_valid_frac": sum(q is not None for q in questions) / len(questions),
+            "rzero/solver_kept": float(len(kept)),
+        }
+
+    def draw(self, step: int) -> list[int]:
+        """Indices into the phase's set of step ``step``'s questions: ``method.prompts_per_step`` distinct
+        ones (all when fewer), in an order that depends only on the seed and the step."""
+        size = len(self.pool["questions"])
+        count = min(self.settings.method.prompts_per_step, size)
+        return random.Random(f"rzero:{self.seed}:{step}").sample(range(size), count)
+
+    def roll_out_solver(self, step: int) -> tuple[KeptProblems, dict[str, float]]:
+        """The step's drawn questions, ``player.n`` rollouts each, and whether each agrees with its label."""
+        n, kept = self.settings.player.n, KeptProblems([], [], None, None)
+        indices = self.draw(step)
+        if not indices:  # nothing was kept for this phase: no Player update, validation still runs
+            return kept, {"pool/questions": 0.0}
+        texts = [self.pool["questions"][i] for i in indices]
+        with self.stages.timed("difficulty_filter"):
+            self.player.activate()
+            batch = self.player.generate(self.prompt.render(texts), n=n)
+        self.count_tokens("player_rollouts", int(batch.batch["response_mask"].sum()))
+        responses, truncated = self.player.decode_responses(batch)
+        mode = self.settings.player.vote
+        answers = [None if cut else extract_answer(text, mode=mode) for text, cut in zip(responses, truncated)]
+        for group, (index, text) in enumerate(zip(indices, texts)):
+            label, rows = self.pool["labels"][index], slice(group * n, (group + 1) * n)
+            agrees = [answer is not None and self.equivalent(answer, label) for answer in answers[rows]]
+            outcome = GroupOutcome(label, sum(agrees) / n, agrees, truncated[rows], True, None)
+            kept.append(Problem(text=text, coach_row=index), outcome, batch.slice(group * n, (group + 1) * n))
+        rewards = [float(a) for outcome in kept.outcomes for a in outcome.agrees]
+        return kept, {"pool/questions": float(len(kept)), "rzero/reward_mean": sum(rewards) / len(rewards)}
