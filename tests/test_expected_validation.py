@@ -190,8 +190,9 @@ def test_the_curriculum_preset_composes_with_its_values_and_its_own_model_folder
 
 @pytest.mark.slow
 def test_the_curriculum_preset_runs_two_steps_and_logs_expected_and_greedy_accuracy(tmp_path, model_cache):
-    """``experiment=toy_curriculum`` end to end, shrunk to run in 100-130 s on 2 cores (5 min while they ran other work): shorter pretraining,
-    a Coach pretrained on the instruction itself (no warm-up), 10 validation problems, m = 2, n = 4."""
+    """``experiment=toy_curriculum`` end to end, shrunk to run in 100-130 s on 2 cores (5 min while they ran
+    other work): shorter pretraining, a Coach pretrained on the instruction itself (no warm-up), 10 validation
+    problems, m = 2, n = 4."""
     import json
     import os
     import subprocess
