@@ -180,12 +180,18 @@ def format_table(results: dict[str, list[dict[str, float]]]) -> str:
         lines.append(
             f"| {variant} | {len(rows)} | {statistics.fmean(r['start'] for r in rows):.3f} | "
             f"{statistics.fmean(r['end_last3'] for r in rows):.3f} | {gain:+.3f} ± {gain_se:.3f} | {difference} | "
-            f"{statistics.fmean(r['kept_label_ok'] for r in rows):.2f} | "
-            f"{statistics.fmean(r['coach_level_first3'] for r in rows):.2f} → "
-            f"{statistics.fmean(r['coach_level_last3'] for r in rows):.2f} | "
-            f"{statistics.fmean(r['attempts'] for r in rows):.1f} |"
+            f"{_mean_cell(rows, 'kept_label_ok', '.2f')} | "
+            f"{_mean_cell(rows, 'coach_level_first3', '.2f')} → {_mean_cell(rows, 'coach_level_last3', '.2f')} | "
+            f"{_mean_cell(rows, 'attempts', '.1f')} |"
         )
     return "\n".join(lines)
+
+
+def _mean_cell(rows: list[dict[str, float]], key: str, spec: str) -> str:
+    """The mean of ``key`` over ``rows`` formatted with ``spec``, or "—" where a method never logs it (the
+    baselines have no difficulty filter or Coach levels: NaN)."""
+    mean = statistics.fmean(r[key] for r in rows)
+    return "—" if math.isnan(mean) else format(mean, spec)
 
 
 def format_seeds(rows: list[dict[str, float]]) -> str:
@@ -201,10 +207,10 @@ def format_seeds(rows: list[dict[str, float]]) -> str:
 def format_off_levels(results: dict[str, list[dict[str, float]]]) -> str:
     """One line per variant: the mean share of the Coach's problems outside the toy's levels, first 3 → last 3 steps."""
     return "\n".join(
-        f"{variant}: Coach problems outside the levels {statistics.fmean(r['coach_other_first3'] for r in rows):.2f}"
-        f" → {statistics.fmean(r['coach_other_last3'] for r in rows):.2f} (first 3 → last 3 steps)"
+        f"{variant}: Coach problems outside the levels {_mean_cell(rows, 'coach_other_first3', '.2f')}"
+        f" → {_mean_cell(rows, 'coach_other_last3', '.2f')} (first 3 → last 3 steps)"
         for variant, rows in results.items()
-        if rows
+        if rows and not math.isnan(statistics.fmean(r["coach_other_first3"] for r in rows))
     )
 
 

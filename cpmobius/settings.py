@@ -59,6 +59,10 @@ def _require(condition: bool, key: str, message: str) -> None:
         raise ConfigError(f"{key}: {message}")
 
 
+def _require_choice(value: Any, choices: tuple, key: str) -> None:
+    _require(value in choices, key, f"must be one of {choices}, got {value!r}")
+
+
 @dataclass
 class CoachSettings:
     """Config group ``coach`` (the ``verl`` delta aside)."""
@@ -85,7 +89,7 @@ class CoachSettings:
         _require(bool(self.instruction.strip()), "coach.instruction", "must not be empty")
         _require(self.max_problem_chars > 0, "coach.max_problem_chars", "must be positive")
         _require(0.0 < self.duplicate_similarity <= 1.0, "coach.duplicate_similarity", "must be in (0, 1]")
-        _require(self.reward in COACH_REWARDS, "coach.reward", f"must be one of {COACH_REWARDS}, got {self.reward!r}")
+        _require_choice(self.reward, COACH_REWARDS, "coach.reward")
 
 
 @dataclass
@@ -124,12 +128,8 @@ class PlayerSettings:
 
     def __post_init__(self) -> None:
         _require(self.n >= 2, "player.n", "a group needs at least 2 rollouts")
-        _require(
-            self.answer_format in ANSWER_FORMATS,
-            "player.answer_format",
-            f"must be one of {ANSWER_FORMATS}, got {self.answer_format!r}",
-        )
-        _require(self.vote in VOTES, "player.vote", f"must be one of {VOTES}, got {self.vote!r}")
+        _require_choice(self.answer_format, ANSWER_FORMATS, "player.answer_format")
+        _require_choice(self.vote, VOTES, "player.vote")
         if not isinstance(self.rollback, RollbackSettings):
             self.rollback = RollbackSettings(**(self.rollback or {}))
 
@@ -178,16 +178,8 @@ class FilterSettings:
         _require(self.adaptive_margin >= 1.0, "filter.adaptive_margin", "must be >= 1")
         _require(self.coach_reserve >= 0.0, "filter.coach_reserve", "must be >= 0")
         _require(self.max_attempts >= 1, "filter.max_attempts", "must be >= 1")
-        _require(
-            self.label_from in LABEL_SOURCES,
-            "filter.label_from",
-            f"must be one of {LABEL_SOURCES}, got {self.label_from!r}",
-        )
-        _require(
-            self.on_shortfall in SHORTFALL_POLICIES,
-            "filter.on_shortfall",
-            f"must be one of {SHORTFALL_POLICIES}, got {self.on_shortfall!r}",
-        )
+        _require_choice(self.label_from, LABEL_SOURCES, "filter.label_from")
+        _require_choice(self.on_shortfall, SHORTFALL_POLICIES, "filter.on_shortfall")
         _require(1 <= self.min_kept <= self.quota, "filter.min_kept", "must be in [1, filter.quota]")
 
     def count_band(self, n: int) -> tuple[int, int]:
@@ -229,11 +221,7 @@ class ValidationSettings:
             "greedy decoding gives identical samples: use 1, or set validation.greedy=false",
         )
         _require(self.size is None or self.size >= 1, "validation.size", "must be >= 1 or null")
-        _require(
-            self.metric in VALIDATION_METRICS,
-            "validation.metric",
-            f"must be one of {VALIDATION_METRICS}, got {self.metric!r}",
-        )
+        _require_choice(self.metric, VALIDATION_METRICS, "validation.metric")
         _require(
             self.metric != "expected" or self.dataset == "toy",
             "validation.metric",
@@ -321,31 +309,19 @@ class MethodSettings:
     solver_band_high: float = default("method.solver_band_high")
 
     def __post_init__(self) -> None:
-        _require(self.name in METHODS, "method.name", f"must be one of {METHODS}, got {self.name!r}")
+        _require_choice(self.name, METHODS, "method.name")
         for key in ("solver_steps", "challenger_prompts", "reward_votes", "solver_questions", "solver_votes"):
             _require(getattr(self, key) >= 1, f"method.{key}", "must be >= 1")
         _require(self.challenger_steps >= 0, "method.challenger_steps", "must be >= 0")
         _require(self.challenger_n >= 2, "method.challenger_n", "a GRPO group needs at least 2 candidates")
-        _require(
-            self.challenger_format in CHALLENGER_FORMATS,
-            "method.challenger_format",
-            f"must be one of {CHALLENGER_FORMATS}, got {self.challenger_format!r}",
-        )
-        _require(
-            self.uncertainty in RZERO_UNCERTAINTIES,
-            "method.uncertainty",
-            f"must be one of {RZERO_UNCERTAINTIES}, got {self.uncertainty!r}",
-        )
+        _require_choice(self.challenger_format, CHALLENGER_FORMATS, "method.challenger_format")
+        _require_choice(self.uncertainty, RZERO_UNCERTAINTIES, "method.uncertainty")
         for key in ("solver_band_low", "solver_band_high"):
             _require(0.0 <= getattr(self, key) <= 1.0, f"method.{key}", "must be in [0, 1]")
         _require(self.solver_band_low <= self.solver_band_high, "method.solver_band_low", "exceeds solver_band_high")
         _require(self.prompts_per_step >= 1, "method.prompts_per_step", "must be >= 1")
         _require(self.votes >= 1, "method.votes", "must be >= 1")
-        _require(
-            self.entropy_window in ENTROPY_WINDOWS,
-            "method.entropy_window",
-            f"must be one of {ENTROPY_WINDOWS}, got {self.entropy_window!r}",
-        )
+        _require_choice(self.entropy_window, ENTROPY_WINDOWS, "method.entropy_window")
         _require(
             (self.entropy_window == "last_fraction") == (self.last_fraction is not None),
             "method.last_fraction",

@@ -6,9 +6,11 @@ import threading
 import time
 from types import SimpleNamespace
 
+import pytest
 import torch
 from omegaconf import OmegaConf
 
+from cpmobius.engine.agent_loop import PromptTooLongError
 from cpmobius.engine.policy import Policy
 
 
@@ -223,10 +225,16 @@ def test_each_distinct_prompt_is_tokenised_once():
             CountingTokenizer.calls += 1
             return list(range(sum(len(m["content"]) for m in messages) + 3))
 
-    policy = Policy("player", OmegaConf.create({"data": {}}), None, None)
+    config = {"data": {}, "actor_rollout_ref": {"rollout": {"prompt_length": 7}}}
+    policy = Policy("player", OmegaConf.create(config), None, None)
     policy._model_config = SimpleNamespace(tokenizer=CountingTokenizer())
     prompts = [[{"role": "user", "content": "1+1"}], [{"role": "user", "content": "2*3+4"}]]
     assert policy.count_prompt_tokens(prompts) == [6, 8]
     same_text_other_role = [{"role": "system", "content": "1+1"}]
     assert policy.count_prompt_tokens([*prompts, prompts[0], same_text_other_role]) == [6, 8, 6, 6]
+    assert CountingTokenizer.calls == 3
+    with pytest.raises(
+        PromptTooLongError, match="1 of 2 prompts exceed rollout.prompt_length=7 tokens.*prompt 1 has 8"
+    ):
+        policy.prompt_tokens.check(prompts)
     assert CountingTokenizer.calls == 3

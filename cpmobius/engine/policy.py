@@ -22,8 +22,9 @@ import ray
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.engine.agent_loop import GREEDY_KEY, PromptTooLongError
+from cpmobius.engine.agent_loop import GREEDY_KEY
 from cpmobius.engine.batches import pad_rows, prompt_batch, row_divisor, sampling_used, scalar, worker_input
+from cpmobius.engine.prompt_tokens import PromptTokens
 from cpmobius.engine.timing import OpLog
 from cpmobius.prompts import Messages
 
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from cpmobius.engine.sharing import EngineGuard
 
 logger = logging.getLogger(__name__)
-
-
-_PROMPT_COUNTS_KEPT = 8192  # token counts of distinct prompts a policy remembers (a run's last few steps)
 
 
 class Policy:
@@ -58,7 +56,7 @@ class Policy:
         self.server_manager = None
         self.checkpoint_manager = None
         self.agent_loop = None
-        self._prompt_counts: dict[tuple, int] = {}  # (role, content) pairs of a prompt → its tokens
+        self._prompt_tokens: Optional[PromptTokens] = None
 
     @property
     def ops(self) -> OpLog:
@@ -272,7 +270,7 @@ class Policy:
             raise RuntimeError(f"{self.name}: activate() the policy before generating")
         if n < 1 or not prompts:
             raise ValueError(f"{self.name}.generate: need at least one prompt and n >= 1 (got {len(prompts)}, n={n})")
-        self.check_prompt_lengths(prompts)
+        self.prompt_tokens.check(prompts)
         self.generation_calls += 1
         with self.ops.timed("generate"):
             batch = prompt_batch(prompts, n, validate, greedy, self.global_steps, self.generation_calls)
@@ -289,51 +287,22 @@ class Policy:
         """``rollout.prompt_length``: the most tokens a rendered prompt may have."""
         return int(self.config.actor_rollout_ref.rollout.prompt_length)
 
-    def prompt_token_ids(self, prompts: Sequence[Messages]) -> list[list[int]]:
-        """Each chat prompt's token ids as the agent loop renders it (chat template, generation prompt).
+    @property
+    def prompt_tokens(self) -> PromptTokens:
+        """This policy's prompt tokenisation (`cpmobius.engine.prompt_tokens`): ids, counts (each distinct
+        prompt tokenised once) and the prompt-length check."""
+        if self._prompt_tokens is None:
+            kwargs = dict(self.config.data.get("apply_chat_template_kwargs") or {})
+            self._prompt_tokens = PromptTokens(self.name, self.tokenizer, kwargs, self.max_prompt_tokens)
+        return self._prompt_tokens
 
-        P chat-message lists → P lists of token ids.
-        """
-        kwargs = dict(self.config.data.get("apply_chat_template_kwargs") or {})
-        return [
-            list(
-                self.tokenizer.apply_chat_template(
-                    list(p), add_generation_prompt=True, tokenize=True, return_dict=False, **kwargs
-                )
-            )
-            for p in prompts
-        ]
+    def prompt_token_ids(self, prompts: Sequence[Messages]) -> list[list[int]]:
+        """P chat prompts → P lists of token ids, as the agent loop renders them (chat template, generation prompt)."""
+        return self.prompt_tokens.ids(prompts)
 
     def count_prompt_tokens(self, prompts: Sequence[Messages]) -> list[int]:
-        """Tokens of each chat prompt as the agent loop renders it (`prompt_token_ids`).
-
-        P chat-message lists → P counts. Each distinct prompt is tokenised once: the difficulty filter counts a
-        candidate's prompt to reject it when too long, and `generate` checks the same prompt again.
-        """
-        counts = self._prompt_counts
-        keys = [tuple((m["role"], m["content"]) for m in p) for p in prompts]
-        for key, prompt in zip(keys, prompts):
-            if key not in counts:
-                if len(counts) >= _PROMPT_COUNTS_KEPT:
-                    counts.clear()
-                counts[key] = len(self.prompt_token_ids([prompt])[0])
-        return [counts[key] for key in keys]
-
-    def check_prompt_lengths(self, prompts: Sequence[Messages]) -> None:
-        """Refuse prompts that do not fit ``rollout.prompt_length`` (verl would cut them from the left).
-
-        Raises:
-            PromptTooLongError: naming the first offending prompt, its length and the limit.
-        """
-        limit = self.max_prompt_tokens
-        over = [(i, n) for i, n in enumerate(self.count_prompt_tokens(prompts)) if n > limit]
-        if over:
-            index, tokens = over[0]
-            raise PromptTooLongError(
-                f"{self.name}: {len(over)} of {len(prompts)} prompts exceed rollout.prompt_length={limit} tokens "
-                f"(data.max_prompt_length); prompt {index} has {tokens}. Nothing is cut silently: raise the "
-                "limit or shorten the prompts"
-            )
+        """P chat prompts → P token counts, as the agent loop renders them."""
+        return self.prompt_tokens.count(prompts)
 
     # ------------------------------------------------------------------ training
 
