@@ -1,7 +1,6 @@
 """The baselines as a newcomer runs them in the toy world: ``python -m cpmobius.main method=ttrl|rent|rzero``
-exits 0, prints the method's reward and validation accuracy every step, and a RENT run stopped after a checkpoint
-and resumed ends in the same state as an uninterrupted one. Five real runs (about 4 minutes on 2 cores, once the
-session's toy models are built)."""
+exits 0, prints the method's reward and validation accuracy every step, and a RENT run and an R-Zero run (inside
+a Solver phase) stopped after a checkpoint and resumed end in the same state as uninterrupted ones."""
 
 from __future__ import annotations
 
@@ -92,32 +91,40 @@ def test_rent_resumed_after_a_checkpoint_ends_where_an_uninterrupted_run_does(tm
         assert torch.allclose(tensor, other, atol=1e-6), f"player.{name} differs after resume"
 
 
-def test_rzero_alternates_a_challenger_and_a_solver_step_and_logs_its_reward_and_accuracy_every_step(
-    tmp_path, model_cache
-):
-    out = tmp_path / "rzero"
-    done = run_main(
-        out,
-        model_cache,
+def test_rzero_alternates_its_phases_logs_every_step_and_resumes_inside_a_solver_phase(tmp_path, model_cache):
+    """A Challenger step, then two Solver steps; a run stopped after the first Solver step resumes with the saved
+    Solver set (no new questions written) and ends in the uninterrupted run's state."""
+    rzero = (
         "method=rzero",
         "method.challenger_steps=1",
-        "method.solver_steps=1",
+        "method.solver_steps=2",
         "method.challenger_prompts=2",
         "method.solver_questions=8",
-        "trainer.total_training_steps=2",
     )
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    done = run_main(straight, model_cache, *rzero, "trainer.total_training_steps=3")
     rows = table_rows(done.stdout)
-    assert sorted(rows) == [0, 1, 2]
-    assert [rows[step]["phase"] for step in (1, 2)] == ["0", "1"]  # a Challenger step, then a Solver step
-    for step in (1, 2):
+    assert sorted(rows) == [0, 1, 2, 3]
+    assert [rows[step]["phase"] for step in (1, 2, 3)] == ["0", "1", "1"]  # a Challenger step, then Solver steps
+    for step in (1, 2, 3):
         assert rows[step]["reward"] != "-" and rows[step]["val_acc"] != "-"
-    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    logged = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
     by_step = {entry["step"]: entry["data"] for entry in logged if "step" in entry}
     # the Challenger's reward: min(p, 1 - p) - a cluster share in [-2, 0.5]; the Player's: a share of rollouts
     assert -2.0 <= by_step[1]["coach/reward_mean"] <= 0.5 and by_step[1]["coach/updated"] == 1.0
     assert "player/reward_mean" not in by_step[1]  # the Player does not train in a Challenger step
     assert 0.0 <= by_step[2]["player/reward_mean"] <= 1.0 and by_step[2]["rzero/solver_written"] == 8.0
-    assert all("val/accuracy" in by_step[step] for step in (1, 2))
-    assert (out / "global_step_2" / "coach").is_dir()  # the Coach is trained and checkpointed
-    state = json.loads((out / "global_step_2" / "loop_state.json").read_text())
-    assert state["filter_totals"]["iteration"] == 1  # the Solver phase's set, saved for a resume
+    assert "rzero/solver_written" not in by_step[3]  # the phase's set is written once, at its first step
+    assert all("val/accuracy" in by_step[step] for step in (1, 2, 3))
+    assert (straight / "global_step_3" / "coach").is_dir()  # the Coach is trained and checkpointed
+
+    run_main(stopped, model_cache, *rzero, "trainer.total_training_steps=2")
+    resumed = run_main(stopped, model_cache, *rzero, "trainer.total_training_steps=3")
+    assert "resumed from" in resumed.stdout and "at step 2" in resumed.stdout
+    timings = ("coach_s", "rollout_s", "c_upd_s", "update_s", "val_s", "step_s")
+    assert {k: v for k, v in table_rows(resumed.stdout)[3].items() if k not in timings} == {
+        k: v for k, v in rows[3].items() if k not in timings
+    }
+    states = [json.loads((d / "global_step_3" / "loop_state.json").read_text()) for d in (straight, stopped)]
+    assert states[1]["filter_totals"] == states[0]["filter_totals"] and states[0]["filter_totals"]["iteration"] == 1
+    assert states[1]["step"] == states[0]["step"] == 3 and states[1]["policies"] == states[0]["policies"]
