@@ -138,6 +138,10 @@ def summarize_run(run_dir: Path) -> dict[str, float]:
         values = series(steps, key)[1]
         row[f"{name}_first3"] = statistics.fmean(values[:3]) if values else float("nan")
         row[f"{name}_last3"] = statistics.fmean(values[-3:]) if values else float("nan")
+    # The greedy pass beside an expected-accuracy validation (validation.metric=expected), and each level's gain.
+    for key, name in (("val/accuracy_greedy", "greedy"), *((f"val/accuracy/d{k}", f"level{k}") for k in range(5))):
+        values = series(steps, key)[1]
+        row[f"{name}_gain_last3"] = statistics.fmean(values[-3:]) - values[0] if len(values) > 1 else float("nan")
     return row
 
 
@@ -192,6 +196,32 @@ def _mean_cell(rows: list[dict[str, float]], key: str, spec: str) -> str:
     baselines have no difficulty filter or Coach levels: NaN)."""
     mean = statistics.fmean(r[key] for r in rows)
     return "—" if math.isnan(mean) else format(mean, spec)
+
+
+def format_details(results: dict[str, list[dict[str, float]]]) -> str:
+    """A markdown table of the gains (last 3 − step 0) the main table leaves out, mean ± SE over seeds and full −
+    variant paired by seed: the greedy pass's (validation.metric=expected runs) and each level's; "—" where not
+    logged."""
+    keys = ["greedy_gain_last3", *(f"level{k}_gain_last3" for k in range(5))]
+    lines = ["| variant | greedy | level 0 | level 1 | level 2 | level 3 | level 4 |", "|---|---|---|---|---|---|---|"]
+    full = {r["seed"]: r for r in results.get("full", [])}
+    for variant, rows in results.items():
+        cells = []
+        for key in keys:
+            values = [r[key] for r in rows if not math.isnan(r.get(key, float("nan")))]
+            if not values:
+                cells.append("—")
+                continue
+            mean, se = mean_se(values)
+            cell = f"{mean:+.3f} ± {se:.3f}"
+            paired = [full[r["seed"]][key] - r[key] for r in rows if r["seed"] in full and key in r]
+            if variant != "full" and len(paired) > 1 and not any(math.isnan(v) for v in paired):
+                diff, diff_se = mean_se(paired)
+                cell += f" (full − it {diff:+.3f} ± {diff_se:.3f})"
+            cells.append(cell)
+        if rows:
+            lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def format_seeds(rows: list[dict[str, float]]) -> str:
@@ -259,6 +289,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     if results.get("full"):
         print(format_seeds(results["full"]))
     print(format_table(results))
+    print(format_details(results))
     print(format_off_levels(results))
 
 

@@ -5,6 +5,7 @@ summary; all fast, no Ray, no models."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections import Counter
@@ -230,6 +231,24 @@ def test_benchmark_summary_and_table(tmp_path, load_script):
         "full: Coach problems outside the levels 0.10 → 0.45 (first 3 → last 3 steps)",
         "no_filter: Coach problems outside the levels 0.10 → 0.90 (first 3 → last 3 steps)",
     ]
+
+
+def test_benchmark_details_give_the_greedy_and_per_level_gains_paired_by_seed(tmp_path, load_script):
+    bench = load_script("benchmarks/bench_toy_learning.py")
+    _write_metrics(tmp_path / "metrics.jsonl", _toy_rows(range(0, 11)))
+    row = bench.summarize_run(tmp_path)
+    assert math.isnan(row["greedy_gain_last3"]) and math.isnan(row["level3_gain_last3"])  # not logged there
+    # level 1: 0.05 a step; the last three steps 0.40, 0.45, 0.50 -> 0.45 over step 0's 0.0
+    assert row["level1_gain_last3"] == pytest.approx(0.45) and row["level0_gain_last3"] == pytest.approx(0.9)
+    full = [{**row, "seed": 0, "greedy_gain_last3": 0.10}, {**row, "seed": 1, "greedy_gain_last3": 0.20}]
+    frozen = [{**row, "seed": 0, "greedy_gain_last3": 0.05}, {**row, "seed": 1, "greedy_gain_last3": 0.05}]
+    lines = bench.format_details({"full": full, "no_coach_update": frozen}).splitlines()
+    # full 0.15 ± 0.05; frozen 0.05 ± 0; paired differences 0.05 and 0.15 -> 0.10 ± 0.05; levels 3, 4 never logged
+    full_cells = [cell.strip() for cell in lines[2].split("|")[1:-1]]
+    frozen_cells = [cell.strip() for cell in lines[3].split("|")[1:-1]]
+    assert full_cells[:2] == ["full", "+0.150 ± 0.050"] and full_cells[3] == "+0.450 ± 0.000"
+    assert frozen_cells[:2] == ["no_coach_update", "+0.050 ± 0.000 (full − it +0.100 ± 0.050)"]
+    assert full_cells[-2:] == frozen_cells[-2:] == ["—", "—"]
 
 
 @pytest.mark.parametrize("difficulty", range(tw.LEVELS))
