@@ -23,7 +23,7 @@ from typing import Optional
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.checkpoint import format_bytes, free_bytes, resume_step
-from cpmobius.settings import POOL_METHODS
+from cpmobius.settings import trains_player_alone
 
 # Weight files are not copied into a checkpoint's ``huggingface/`` folder; every other file of the model
 # folder is (config, generation config, tokenizer).
@@ -182,7 +182,7 @@ def plan_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) -
     world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
     tiny_spec = dict(cfg.model.tiny_spec) if cfg.model.get("name") == "tiny" else None
     # The baselines on a fixed pool (method=ttrl|rent) start no Coach and save none.
-    alone = OmegaConf.select(cfg, "method.name", default="cpmobius") in POOL_METHODS
+    alone = trains_player_alone(OmegaConf.select(cfg, "method.name", default="cpmobius"))
     policies = tuple(
         policy_checkpoint_bytes(name, policy_cfgs[name], world_size, tiny_spec)
         for name in (("player",) if alone else ("player", "coach"))

@@ -54,6 +54,11 @@ def default(key: str) -> Any:
     return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
 
 
+def trains_player_alone(method: str) -> bool:
+    """Whether ``method.name`` trains the Player alone on a fixed pool (ttrl, rent): no Coach is started or saved."""
+    return method in POOL_METHODS
+
+
 def _require(condition: bool, key: str, message: str) -> None:
     if not condition:
         raise ConfigError(f"{key}: {message}")
@@ -334,7 +339,7 @@ class MethodSettings:
     @property
     def uses_pool(self) -> bool:
         """Whether the Player trains alone on a fixed pool (no Coach, filter or Δt)."""
-        return self.name in POOL_METHODS
+        return trains_player_alone(self.name)
 
 
 @dataclass
