@@ -1,21 +1,22 @@
-"""A per-seed gate for the toy curriculum measurement: can a seed's pretrained Player tell the frontier's problems
-from the world's natural spread, as the difficulty filter sees them, before its Coach runs are spent?
+"""A per-seed gate for the toy world's learned-against-frozen-Coach measurement: can a seed's pretrained Player
+tell the frontier's problems from the world's natural spread, as the difficulty filter sees them, before its
+Coach runs are spent?
 
 A learning Coach can move towards the Player's frontier only if the filter keeps frontier problems, with right
 pseudo-labels, more often than the problems an untrained Coach writes. For each seed this script takes the
-pretrained Player of the preset (``experiment=toy_curriculum`` by default; the models are built and cached as a
-run would), draws ``--problems`` problems from two sources — the oracle frontier (every problem of level
-``--frontier-level``) and the natural spread (levels drawn as `cpmobius.toy.world.natural_level` draws them) —
-rolls each out ``player.n`` times at the Player's rollout temperature and length limit (plain transformers, no
-Ray, about 10 s a seed on 2 cores), and votes and filters each group exactly as a run does
-(`cpmobius.difficulty_filter.assign_pseudo_labels` with the preset's filter settings). Per source it reports the
-share of problems kept, and kept with the right label (the toy world knows the answer). A seed passes when the
-frontier's kept-and-right share exceeds the natural spread's by at least ``--margin``; seeds that fail are
-reported, not dropped.
+pretrained Player of the run's config (the embedded default unless Hydra overrides say otherwise; the models
+are built and cached as a run would), draws ``--problems`` problems from two sources — the oracle frontier
+(every problem of level ``--frontier-level``) and the natural spread (levels drawn as
+`cpmobius.toy.world.natural_level` draws them) — rolls each out ``player.n`` times at the Player's rollout
+temperature and length limit (plain transformers, no Ray, about 10 s a seed on 2 cores), and votes and filters
+each group exactly as a run does (`cpmobius.difficulty_filter.assign_pseudo_labels` with the run's filter
+settings). Per source it reports the share of problems kept, and kept with the right label (the toy world
+knows the answer). A seed passes when the frontier's kept-and-right share exceeds the natural spread's by at
+least ``--margin``; seeds that fail are reported, not dropped.
 
 Usage:
-    python benchmarks/toy_seed_gate.py --seeds 0 1 2 --out /tmp/gate           # experiment=toy_curriculum
-    python benchmarks/toy_seed_gate.py --seeds 0 --problems 8 experiment=toy    # any Hydra overrides
+    python benchmarks/toy_seed_gate.py --seeds 0 1 2 --out /tmp/gate                 # the default toy world
+    python benchmarks/toy_seed_gate.py --seeds 0 --problems 8 experiment=toy_gentle   # any Hydra overrides
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from typing import Any, Optional
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-DEFAULT_OVERRIDES = ["experiment=toy_curriculum"]
 SOURCES = ("frontier", "natural")
 
 
@@ -141,11 +141,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--frontier-level", type=int, default=1, help="the oracle frontier's level")
     parser.add_argument("--margin", type=float, default=0.15, help="frontier − natural kept-and-right share to pass")
     parser.add_argument("--out", type=Path, default=None, help="write gate.json here")
-    parser.add_argument("overrides", nargs="*", help=f"Hydra overrides (default: {' '.join(DEFAULT_OVERRIDES)})")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides of the run's config (default: none)")
     argv = sys.argv[1:] if argv is None else argv
     overrides = [arg for arg in argv if "=" in arg and not arg.startswith("-")]
     args = parser.parse_args([arg for arg in argv if arg not in overrides])
-    overrides = overrides or DEFAULT_OVERRIDES
 
     rows = []
     print("| seed | frontier kept | frontier kept, right label | natural kept | natural kept, right label | gate |")

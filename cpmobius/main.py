@@ -19,14 +19,7 @@ import hydra
 from omegaconf import DictConfig
 
 from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME, apply_env_to_driver, build_policy_configs
-from cpmobius.run_log import (
-    POOL_TABLE_COLUMNS,
-    RZERO_TABLE_COLUMNS,
-    TABLE_COLUMNS,
-    Loggers,
-    StepTable,
-    make_tracking,
-)
+from cpmobius.run_log import Loggers, StepTable, make_tracking, table_columns
 from cpmobius.settings import load_settings
 
 
@@ -197,8 +190,8 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     loop, state = None, None
     try:
         loop = build_loop(cfg, settings=settings)
-        method = loop.settings.method.name
-        columns = {"cpmobius": TABLE_COLUMNS, "rzero": RZERO_TABLE_COLUMNS}.get(method, POOL_TABLE_COLUMNS)
+        method, validation = loop.settings.method.name, loop.settings.validation
+        columns = table_columns(method, validation.metric == "expected", validation.dataset == "toy")
         loop.logger = Loggers(make_tracking(cfg), StepTable(columns))
         state = loop.fit()
         kept = "checkpoints and problem archive" if method == "cpmobius" else "checkpoints"

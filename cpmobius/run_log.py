@@ -49,6 +49,26 @@ RZERO_TABLE_COLUMNS = (
 )
 
 
+def table_columns(method: str, greedy_beside: bool = False, levels: bool = False) -> tuple:
+    """The step table's ``(metric key, format, label)`` columns for a run of ``method``.
+
+    A CPMöbius run's table gains the greedy pass's accuracy beside ``val_acc`` when ``greedy_beside``
+    (``validation.metric=expected``: ``val_acc`` is then the expected accuracy) and the mean level of the Coach's
+    well-formed problems after ``valid`` when ``levels`` (the toy world, where a problem's level is known).
+    """
+    if method == "rzero":
+        return RZERO_TABLE_COLUMNS
+    if method != "cpmobius":
+        return POOL_TABLE_COLUMNS
+    columns = list(TABLE_COLUMNS)
+    if levels:
+        at = next(i for i, (key, _, _) in enumerate(columns) if key == "coach/valid_frac") + 1
+        columns.insert(at, ("coach/difficulty_mean", "{:>7.2f}", "c_level"))
+    if greedy_beside:
+        columns.insert(2, ("val/accuracy_greedy", "{:>6.3f}", "greedy"))
+    return tuple(columns)
+
+
 class StepTable:
     """Prints one row per step (a logger backend next to verl's `Tracking`).
 

@@ -208,8 +208,8 @@ def test_the_weights_did_not_move_and_the_rows_differ(knob_policies):
 GPU_PRESETS = [
     [f"experiment={path.stem}"]
     for path in sorted((Path(__file__).resolve().parents[1] / "configs" / "experiment").glob("*.yaml"))
-    if path.stem not in ("zero_template", "toy", "toy_curriculum")
-]  # zero_template: a fragment the released presets include; toy, toy_curriculum: the CPU toy world's presets
+    if path.stem not in ("zero_template", "toy", "toy_gentle")
+]  # zero_template: a fragment the released presets include; toy, toy_gentle: the CPU toy world's presets
 GPU_PRESETS += [["model=qwen2p5_coder_1p5b", "backend=vllm"], ["model=qwen2p5_math_1p5b", "backend=cuda_hf"]]
 
 

@@ -1,4 +1,4 @@
-"""The per-seed gate of the toy curriculum measurement (`benchmarks/toy_seed_gate.py`): its problem sources, its
+"""The per-seed gate of the toy world's Coach measurement (`benchmarks/toy_seed_gate.py`): its problem sources, its
 shares over voted groups, and its pass rule, on hand-made groups."""
 
 from __future__ import annotations

@@ -88,3 +88,25 @@ def test_a_tensorboard_dir_from_the_environment_wins(tmp_path, monkeypatch):
     tracking.finish()
     assert list((tmp_path / "elsewhere").glob("events.out.tfevents.*"))
     assert not (tmp_path / "run" / "tensorboard").exists()
+
+
+def test_the_step_table_of_the_toy_world_shows_the_greedy_pass_and_the_coach_level(capsys):
+    from cpmobius.run_log import POOL_TABLE_COLUMNS, RZERO_TABLE_COLUMNS, TABLE_COLUMNS, StepTable, table_columns
+
+    toy = table_columns("cpmobius", greedy_beside=True, levels=True)
+    labels = [label for _, _, label in toy]
+    assert labels[:3] == ["step", "val_acc", "greedy"]
+    assert labels[labels.index("valid") + 1] == "c_level"
+    assert len(toy) == len(TABLE_COLUMNS) + 2
+    assert table_columns("cpmobius") == TABLE_COLUMNS  # a real model's run: neither column
+    assert table_columns("rzero", True, True) == RZERO_TABLE_COLUMNS
+    assert table_columns("ttrl", True, True) == POOL_TABLE_COLUMNS
+
+    table = StepTable(toy)
+    table.log({"val/accuracy": 0.3204, "val/accuracy_greedy": 0.390625}, step=0)
+    table.log({"val/accuracy": 0.3333, "val/accuracy_greedy": 0.375, "coach/difficulty_mean": 0.4166}, step=1)
+    header, first, second = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["step", "val_acc", "greedy"]
+    assert first.split()[:3] == ["0", "0.320", "0.391"] and len(first.split()) == len(toy)
+    cells = second.split()
+    assert cells[2] == "0.375" and cells[labels.index("c_level")] == "0.42"
