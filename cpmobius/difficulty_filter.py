@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-from cpmobius.grading import majority_vote
+from cpmobius.engine.timing import OpLog
+from cpmobius.grading import extract_answer, majority_vote
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import FilterSettings
@@ -144,6 +145,40 @@ def roll_out_and_filter(
     batch = player.generate(prompt.render(problems), n=n)
     texts, truncated = player.decode_responses(batch)
     return batch, assign_pseudo_labels(texts, truncated, n, settings, mode=vote)
+
+
+@dataclass
+class AnsweredRollouts:
+    """n Player rollouts per question and the answer each gives, for the methods that vote or grade the answers
+    themselves (the fixed-pool baselines, R-Zero): generation is timed as the "difficulty_filter" stage (the
+    stage it stands for) and its tokens counted as "player_rollouts".
+
+    # CPMöbius: a rollout cut at the length limit has no answer (the released baselines and R-Zero read one).
+
+    Args:
+        player: the Player `Policy`.
+        prompt: the Player's prompt (`cpmobius.prompts.PlayerPrompt`).
+        vote: ``player.vote``, the answer extraction's mode.
+        stages: the loop's stage timer.
+        count_tokens: called with ``("player_rollouts", tokens)`` for each batch.
+    """
+
+    player: TrainedPolicy
+    prompt: PlayerPrompt
+    vote: str
+    stages: OpLog
+    count_tokens: Callable[[str, int], None]
+
+    def __call__(self, questions: Sequence[str], n: int) -> tuple[Any, list[Optional[str]], list[bool]]:
+        """``(batch, answers, truncated)``: the rollouts (Q·n rows, groups contiguous), each row's extracted
+        answer (None when it has none or was cut) and whether it stopped at the length limit."""
+        with self.stages.timed("difficulty_filter"):
+            self.player.activate()
+            batch = self.player.generate(self.prompt.render(list(questions)), n=n)
+        self.count_tokens("player_rollouts", int(batch.batch["response_mask"].sum()))
+        texts, truncated = self.player.decode_responses(batch)
+        answers = [None if cut else extract_answer(text, mode=self.vote) for text, cut in zip(texts, truncated)]
+        return batch, answers, truncated
 
 
 def candidates_per_attempt(missing: int, settings: FilterSettings, totals: dict[str, int]) -> int:

@@ -26,9 +26,9 @@ from typing import Callable
 
 from cpmobius.baselines.rewards import ttrl_rewards, ttrl_vote_then_train
 from cpmobius.coach import Problem
-from cpmobius.difficulty_filter import GroupOutcome
+from cpmobius.difficulty_filter import AnsweredRollouts, GroupOutcome
 from cpmobius.engine.timing import OpLog
-from cpmobius.grading import answers_equivalent, extract_answer
+from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt
@@ -68,7 +68,7 @@ class FixedPool:
             raise ValueError(f"method={settings.method.name} trains no fixed pool")
         self.settings, self.player, self.prompt = settings, player, prompt
         self.questions, self.seed = list(questions), seed
-        self.stages, self.count_tokens = stages, count_tokens
+        self.roll_out = AnsweredRollouts(player, prompt, settings.player.vote, stages, count_tokens)
 
     def state_dict(self) -> dict[str, int]:
         """Nothing carries across steps (each draw is a function of the seed and the step)."""
@@ -95,14 +95,8 @@ class FixedPool:
         per_question = method.votes if method.name == "ttrl" else n
         indices = self.draw(step)
         texts = [self.questions[i] for i in indices]
-        with self.stages.timed("difficulty_filter"):
-            self.player.activate()
-            batch = self.player.generate(self.prompt.render(texts), n=per_question)
-        self.count_tokens("player_rollouts", int(batch.batch["response_mask"].sum()))
-        responses, truncated = self.player.decode_responses(batch)
+        batch, answers, truncated = self.roll_out(texts, per_question)
         mode = self.settings.player.vote
-        # CPMöbius: a rollout cut at the length limit has no answer (the released baselines read one anyway).
-        answers = [None if cut else extract_answer(text, mode=mode) for text, cut in zip(responses, truncated)]
         kept = KeptProblems([], [], None, None)
         for group, (index, text) in enumerate(zip(indices, texts)):
             start = group * per_question

@@ -44,9 +44,9 @@ from cpmobius.baselines.rewards import (
     rzero_parse_question,
 )
 from cpmobius.coach import Problem, read_problem
-from cpmobius.difficulty_filter import GroupOutcome
+from cpmobius.difficulty_filter import AnsweredRollouts, GroupOutcome
 from cpmobius.engine.timing import OpLog
-from cpmobius.grading import answers_equivalent, extract_answer
+from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import Messages, PlayerPrompt, coach_prompt
@@ -125,6 +125,7 @@ class RZeroSchedule:
             raise ValueError(f"RZeroSchedule needs method=rzero and a Coach (method={settings.method.name})")
         self.settings, self.coach, self.player, self.prompt = settings, coach, player, prompt
         self.seed, self.stages, self.count_tokens = seed, stages, count_tokens
+        self.roll_out = AnsweredRollouts(player, prompt, settings.player.vote, stages, count_tokens)
         # The current Solver phase's training set: its iteration (0: none yet), questions and labels.
         self.pool: dict = {"iteration": 0, "questions": [], "labels": []}
 
@@ -216,14 +217,7 @@ class RZeroSchedule:
         valid = [q for q in questions if q is not None]
         if not valid:
             return [None] * len(questions)
-        mode = self.settings.player.vote
-        with self.stages.timed("difficulty_filter"):
-            self.player.activate()
-            batch = self.player.generate(self.prompt.render(valid), n=votes)
-        self.count_tokens("player_rollouts", int(batch.batch["response_mask"].sum()))
-        texts, truncated = self.player.decode_responses(batch)
-        # CPMöbius: a sample cut at the length limit has no answer (R-Zero reads one anyway).
-        answers = [None if cut else extract_answer(text, mode=mode) for text, cut in zip(texts, truncated)]
+        _, answers, _ = self.roll_out(valid, votes)
         shares = iter(
             rzero_majority_share(answers[i * votes : (i + 1) * votes], self.equivalent, denominator)
             for i in range(len(valid))
@@ -266,13 +260,7 @@ class RZeroSchedule:
         if not indices:  # nothing was kept for this phase: no Player update, validation still runs
             return kept, {"pool/questions": 0.0}
         texts = [self.pool["questions"][i] for i in indices]
-        with self.stages.timed("difficulty_filter"):
-            self.player.activate()
-            batch = self.player.generate(self.prompt.render(texts), n=n)
-        self.count_tokens("player_rollouts", int(batch.batch["response_mask"].sum()))
-        responses, truncated = self.player.decode_responses(batch)
-        mode = self.settings.player.vote
-        answers = [None if cut else extract_answer(text, mode=mode) for text, cut in zip(responses, truncated)]
+        batch, answers, truncated = self.roll_out(texts, n)
         for group, (index, text) in enumerate(zip(indices, texts)):
             label, rows = self.pool["labels"][index], slice(group * n, (group + 1) * n)
             agrees = [answer is not None and self.equivalent(answer, label) for answer in answers[rows]]

@@ -5,13 +5,11 @@ hand-computed values on a stand-in Player (no Ray, no models), and the settings 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
-from verl import DataProto
+from stand_ins import ScriptedPolicy
 
 from cpmobius.engine.config import ConfigError, compose_config
-from cpmobius.engine.sharing import EngineGuard
 from cpmobius.engine.timing import OpLog
 from cpmobius.fixed_pool import FixedPool
 from cpmobius.loop import CoachPlayerLoop
@@ -22,62 +20,17 @@ from cpmobius.validation import ValidationSet
 QUESTIONS = ["What is 2 + 3?", "What is 1 + 3?", "What is 6 - 2?"]
 
 
-class StandInPlayer:
-    """A Player whose rollouts are scripted texts; records what it generated and what it was updated on."""
-
-    max_prompt_tokens = 10_000
-    uses_reference = False
-
-    def __init__(self, responses: dict[str, list[str]], entropies: dict[str, torch.Tensor] | None = None) -> None:
-        self.responses, self.entropies = responses, entropies
-        self.guard = EngineGuard()
-        self.global_steps = self.generation_calls = 0
-        self.generated: list[tuple[list[str], int]] = []
-        self.updated: DataProto | None = None
-
-    def activate(self) -> None:
-        pass
-
-    def generate(self, prompts, n=1, validate=False, greedy=False):
-        questions = [p[-1]["content"] for p in prompts]
-        self.generated.append((questions, n))
-        texts = [text for q in questions for text in self.responses[q][:n]]
-        return DataProto.from_dict(
-            tensors={"response_mask": torch.ones(len(texts), 2), "row": torch.arange(len(texts))},
-            non_tensors={
-                "uid": np.array([f"g{i // n}" for i in range(len(texts))], dtype=object),
-                "text": np.array(texts, dtype=object),
-                "question": np.array([q for q in questions for _ in range(n)], dtype=object),
-            },
-            meta_info={"temperature": 1.0},
-        )
-
-    def decode_responses(self, batch):
-        return list(batch.non_tensor_batch["text"]), [False] * len(batch)
-
-    def compute_log_probs(self, batch):
-        """(B, 2) zero log-probs and each row's scripted entropies (by question and place in its group)."""
-        n = len(next(iter(self.entropies.values())))
-        rows = batch.batch["row"].tolist()
-        questions = batch.non_tensor_batch["question"]
-        return torch.zeros(len(rows), 2), torch.stack([self.entropies[q][r % n] for q, r in zip(questions, rows)])
-
-    def update(self, batch):
-        self.updated = batch
-        return {"actor/pg_loss": 0.0}
-
-
-def make_pool(method: str, player: StandInPlayer, *overrides: str) -> FixedPool:
+def make_pool(method: str, player: ScriptedPolicy, *overrides: str) -> FixedPool:
     cfg = compose_config([f"method={method}", *overrides])
     settings = load_settings(cfg)
     return FixedPool(settings, player, PlayerPrompt(), QUESTIONS, 0, OpLog(), lambda stage, count: None)
 
 
 def test_a_steps_draw_depends_only_on_the_seed_and_the_step_and_never_repeats_a_question():
-    pool = make_pool("rent", StandInPlayer({}), "method.prompts_per_step=2")
+    pool = make_pool("rent", ScriptedPolicy(lambda q, i: []), "method.prompts_per_step=2")
     assert pool.draw(1) == pool.draw(1) and len(set(pool.draw(1))) == 2
     assert {tuple(pool.draw(step)) for step in range(1, 20)} != {tuple(pool.draw(1))}  # steps differ
-    everything = make_pool("rent", StandInPlayer({}), "method.prompts_per_step=80")
+    everything = make_pool("rent", ScriptedPolicy(lambda q, i: []), "method.prompts_per_step=80")
     assert sorted(everything.draw(3)) == [0, 1, 2]  # a pool smaller than the draw: every question once
 
 
@@ -90,7 +43,7 @@ def test_ttrl_votes_over_all_rollouts_and_trains_the_first_n_against_the_label()
         # votes 1, 2, 1, 2 -> a tie goes to the first seen: "1"; the first two train: 1 agrees, 2 does not
         QUESTIONS[2]: ["\\boxed{1}", "\\boxed{2}", "\\boxed{1}", "\\boxed{2}"],
     }
-    player = StandInPlayer(responses)
+    player = ScriptedPolicy(lambda q, i: responses[q])
     pool = make_pool("ttrl", player, "method.votes=4", "player.n=2", "method.prompts_per_step=3")
     kept, metrics = pool.collect(step=1)
     order = pool.draw(1)
@@ -114,7 +67,7 @@ def test_rent_rewards_minus_the_mean_entropy_and_seven_without_a_box_through_the
         QUESTIONS[1]: torch.tensor([[0.5, 0.5], [1.0, 1.0]]),
         QUESTIONS[2]: torch.tensor([[4.0, 0.0], [2.0, 2.0]]),
     }
-    player = StandInPlayer(responses, entropies)
+    player = ScriptedPolicy(lambda q, i: responses[q], entropies)
     cfg = compose_config(
         [f"trainer.default_local_dir={tmp_path}", "method=rent", "player.n=2", "method.prompts_per_step=3"]
     )

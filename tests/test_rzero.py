@@ -5,13 +5,10 @@ tests/test_method_runs.py; the settings that refuse a bad value are in tests/tes
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
-from verl import DataProto
+from stand_ins import ScriptedPolicy
 
 from cpmobius.engine.config import compose_config
-from cpmobius.engine.sharing import EngineGuard
 from cpmobius.engine.timing import OpLog
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.prompts import PlayerPrompt
@@ -20,51 +17,7 @@ from cpmobius.settings import load_settings
 from cpmobius.validation import ValidationSet
 
 
-class StandIn:
-    """A policy whose samples are scripted: ``script(prompt_text)`` gives the texts of one prompt's group, in order.
-    Records its generate calls and the batch it was updated on."""
-
-    max_prompt_tokens = 10_000
-    uses_reference = False
-
-    def __init__(self, script) -> None:
-        self.script = script
-        self.guard = EngineGuard()
-        self.global_steps = self.generation_calls = 0
-        self.generated: list[tuple[list[str], int]] = []
-        self.updated: DataProto | None = None
-
-    def activate(self) -> None:
-        pass
-
-    def generate(self, prompts, n=1, validate=False, greedy=False):
-        texts_in = [p[-1]["content"] for p in prompts]
-        self.generated.append((texts_in, n))
-        texts = [text for i, q in enumerate(texts_in) for text in self.script(q, i)[:n]]
-        return DataProto.from_dict(
-            tensors={"response_mask": torch.ones(len(texts), 2), "row": torch.arange(len(texts))},
-            non_tensors={
-                "uid": np.array([f"g{i // n}" for i in range(len(texts))], dtype=object),
-                "text": np.array(texts, dtype=object),
-            },
-            meta_info={"temperature": 1.0},
-        )
-
-    def decode_responses(self, batch):
-        return list(batch.non_tensor_batch["text"]), [False] * len(batch)
-
-    def count_prompt_tokens(self, prompts):
-        return [10] * len(prompts)
-
-    def compute_log_probs(self, batch):
-        return torch.zeros(len(batch), 2), torch.zeros(len(batch), 2)
-
-    def update(self, batch):
-        self.updated = batch
-        return {"actor/pg_loss": 0.0}
-
-
-def make_schedule(coach: StandIn, player: StandIn, *overrides: str) -> RZeroSchedule:
+def make_schedule(coach: ScriptedPolicy, player: ScriptedPolicy, *overrides: str) -> RZeroSchedule:
     settings = load_settings(compose_config(["method=rzero", *overrides]))
     return RZeroSchedule(settings, coach, player, PlayerPrompt(), 0, OpLog(), lambda stage, count: None)
 
@@ -112,8 +65,8 @@ VOTES = {
 
 
 def test_a_challenger_step_rewards_uncertainty_minus_repetition_and_minus_one_for_a_malformed_output():
-    coach = StandIn(lambda prompt, i: CHALLENGER_OUTPUTS)
-    player = StandIn(lambda question, i: VOTES[question])
+    coach = ScriptedPolicy(lambda prompt, i: CHALLENGER_OUTPUTS)
+    player = ScriptedPolicy(lambda question, i: VOTES[question])
     schedule = make_schedule(coach, player, "method.challenger_format=tags", "method.challenger_prompts=1")
     kept, metrics = schedule.collect(step=1)
     assert len(kept) == 0 and player.updated is None  # nothing for the Player in a Challenger step
@@ -130,8 +83,8 @@ def test_a_challenger_step_rewards_uncertainty_minus_repetition_and_minus_one_fo
 
 
 def test_the_paper_uncertainty_doubles_the_code_term():
-    coach = StandIn(lambda prompt, i: CHALLENGER_OUTPUTS)
-    player = StandIn(lambda question, i: VOTES[question])
+    coach = ScriptedPolicy(lambda prompt, i: CHALLENGER_OUTPUTS)
+    player = ScriptedPolicy(lambda question, i: VOTES[question])
     overrides = ("method.challenger_format=tags", "method.challenger_prompts=1", "method.uncertainty=paper")
     _, metrics = make_schedule(coach, player, *overrides).collect(step=1)
     # 1 - 2|0.7 - 0.5| = 0.6 instead of 0.3; the rest as under "code"
@@ -149,11 +102,11 @@ SOLVER_VOTES = {
 
 def test_a_solver_phase_keeps_the_questions_in_the_band_and_trains_on_their_majority_answer():
     questions = list(SOLVER_VOTES)
-    coach = StandIn(lambda prompt, i: [questions[i]])
+    coach = ScriptedPolicy(lambda prompt, i: [questions[i]])
     # votes (9 a question) first, then the training rollouts (5 a question): two agree with the label 2
     rollouts = {"What is 1 + 1?": ["\\boxed{2}", "\\boxed{3}", "\\boxed{2}", "x", "\\boxed{5}"]}
     rollouts["What is 4 + 4?"] = ["\\boxed{8}"] * 5
-    player = StandIn(lambda q, i: SOLVER_VOTES[q] if len(player.generated) == 1 else rollouts[q])
+    player = ScriptedPolicy(lambda q, i: SOLVER_VOTES[q] if len(player.generated) == 1 else rollouts[q])
     schedule = make_schedule(coach, player, "method.solver_questions=4", "method.challenger_steps=1")
     kept, metrics = schedule.collect(step=2)  # step 2 = the first Solver step of iteration 1
     assert metrics["rzero/phase"] == 1.0 and metrics["rzero/solver_written"] == 4.0
@@ -169,11 +122,13 @@ def test_a_solver_phase_keeps_the_questions_in_the_band_and_trains_on_their_majo
 
 def test_the_schedule_after_a_resume_holds_the_same_solver_set_and_draws_the_same_questions():
     questions = list(SOLVER_VOTES)
-    player = StandIn(lambda q, i: SOLVER_VOTES[q])
-    schedule = make_schedule(StandIn(lambda prompt, i: [questions[i]]), player, "method.solver_questions=4")
+    player = ScriptedPolicy(lambda q, i: SOLVER_VOTES[q])
+    schedule = make_schedule(ScriptedPolicy(lambda prompt, i: [questions[i]]), player, "method.solver_questions=4")
     schedule.build_solver_set(iteration=1)
     saved = schedule.state_dict()
-    resumed = make_schedule(StandIn(lambda prompt, i: []), StandIn(lambda q, i: []), "method.solver_questions=4")
+    resumed = make_schedule(
+        ScriptedPolicy(lambda prompt, i: []), ScriptedPolicy(lambda q, i: []), "method.solver_questions=4"
+    )
     assert resumed.state_dict() != saved  # a fresh schedule has no set yet
     resumed.load_state_dict(saved)
     assert resumed.state_dict() == saved and resumed.pool["iteration"] == 1
@@ -182,8 +137,8 @@ def test_the_schedule_after_a_resume_holds_the_same_solver_set_and_draws_the_sam
 
 def test_the_loop_trains_the_player_on_solver_steps_only_and_never_gives_the_coach_a_delta_t_reward(tmp_path):
     questions = list(SOLVER_VOTES)
-    player = StandIn(lambda q, i: SOLVER_VOTES[q][:5] if len(player.generated) > 1 else SOLVER_VOTES[q])
-    coach = StandIn(lambda prompt, i: [questions[i]])
+    player = ScriptedPolicy(lambda q, i: SOLVER_VOTES[q][:5] if len(player.generated) > 1 else SOLVER_VOTES[q])
+    coach = ScriptedPolicy(lambda prompt, i: [questions[i]])
     cfg = compose_config([f"trainer.default_local_dir={tmp_path}", "method=rzero", "method.solver_questions=4"])
     val_set = ValidationSet("v", ["0"], ["What is 1 + 1?"], ["2"])
     loop = CoachPlayerLoop(cfg, load_settings(cfg), coach, player, val_set=val_set)

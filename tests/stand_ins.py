@@ -1,0 +1,72 @@
+"""A policy stand-in for the methods' tests (tests/test_methods.py, tests/test_rzero.py): scripted samples, no
+Ray, no model. It answers what the loop, the fixed pool and R-Zero's schedule ask of a `TrainedPolicy`."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+from verl import DataProto
+
+from cpmobius.engine.sharing import EngineGuard
+
+
+class ScriptedPolicy:
+    """A policy whose samples are scripted: ``script(prompt_text, index)`` gives the texts of the index-th prompt's
+    group, in order (the first n are used). Records its generate calls and the batch it was last updated on.
+
+    Args:
+        script: the group's texts for a prompt's last message and its place in the call.
+        entropies: per prompt text, the (n, 2) token entropies `compute_log_probs` returns for its group's rows
+            (by place in the group); zeros when None.
+    """
+
+    max_prompt_tokens = 10_000
+    uses_reference = False
+
+    def __init__(
+        self, script: Callable[[str, int], list[str]], entropies: Optional[dict[str, torch.Tensor]] = None
+    ) -> None:
+        self.script, self.entropies = script, entropies
+        self.guard = EngineGuard()
+        self.global_steps = self.generation_calls = 0
+        self.generated: list[tuple[list[str], int]] = []
+        self.updated: DataProto | None = None
+
+    def activate(self) -> None:
+        pass
+
+    def generate(self, prompts, n=1, validate=False, greedy=False):
+        texts_in = [p[-1]["content"] for p in prompts]
+        self.generated.append((texts_in, n))
+        groups = [self.script(text, i)[:n] for i, text in enumerate(texts_in)]
+        texts = [text for group in groups for text in group]
+        return DataProto.from_dict(
+            tensors={"response_mask": torch.ones(len(texts), 2), "row": torch.arange(len(texts))},
+            non_tensors={
+                "uid": np.array([f"g{i // n}" for i in range(len(texts))], dtype=object),
+                "text": np.array(texts, dtype=object),
+                "question": np.array([q for q, group in zip(texts_in, groups) for _ in group], dtype=object),
+            },
+            meta_info={"temperature": 1.0},
+        )
+
+    def decode_responses(self, batch):
+        return list(batch.non_tensor_batch["text"]), [False] * len(batch)
+
+    def count_prompt_tokens(self, prompts):
+        return [10] * len(prompts)
+
+    def compute_log_probs(self, batch):
+        """(B, 2) zero log-probs and each row's scripted entropies (by prompt and place in its group), or zeros."""
+        rows = batch.batch["row"].tolist()
+        if self.entropies is None:
+            return torch.zeros(len(rows), 2), torch.zeros(len(rows), 2)
+        n = len(next(iter(self.entropies.values())))
+        questions = batch.non_tensor_batch["question"]
+        return torch.zeros(len(rows), 2), torch.stack([self.entropies[q][r % n] for q, r in zip(questions, rows)])
+
+    def update(self, batch):
+        self.updated = batch
+        return {"actor/pg_loss": 0.0}
