@@ -82,6 +82,7 @@ def make_loop(tmp_path, monkeypatch):
                 f"filter.coach_reserve={reserve}",
                 f"player.n={N}",
                 f"filter.adaptive_oversample={adaptive}",
+                "coach.world_problems_only=false",  # the stand-in Coach's problems belong to no world
             ]
         )
         guard = EngineGuard()

@@ -95,6 +95,7 @@ def make_filter(monkeypatch, tmp_path, script, overrides=(), tokens=None):
             f"player.n={N}",
             "filter.adaptive_oversample=false",
             "filter.coach_reserve=0.0",
+            "coach.world_problems_only=false",  # the scripted Coach's problems belong to no world
             *overrides,
         ]
     )

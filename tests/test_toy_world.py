@@ -411,7 +411,9 @@ def test_world_problems_only_needs_the_toy_world():
 
     assert load_settings(compose_config(["coach.world_problems_only=true"])).coach.world_problems_only
     with pytest.raises(ConfigError, match=r"coach\.world_problems_only"):
-        load_settings(compose_config(["coach.world_problems_only=true", "validation.dataset=amc"]))
+        load_settings(
+            compose_config(["coach.world_problems_only=true", "validation.dataset=amc", "validation.metric=greedy"])
+        )
 
 
 def test_pretrain_trains_on_the_tokenized_pairs_padded_with_the_loss_on_the_answer_only():
