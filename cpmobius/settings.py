@@ -231,7 +231,8 @@ class ValidationSettings:
             self.metric != "expected" or self.dataset == "toy",
             "validation.metric",
             "expected needs a set whose correct responses are known token for token (validation.dataset=toy), "
-            f"got validation.dataset={self.dataset!r}",
+            f"got validation.dataset={self.dataset!r} (the toy default measures expected accuracy: add "
+            "validation.metric=greedy to validate on another set)",
         )
         _require(
             self.metric != "expected" or self.greedy,
