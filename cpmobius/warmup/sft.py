@@ -291,22 +291,19 @@ def stop_process_group(process: subprocess.Popen, grace_s: float = 30.0) -> None
             continue
 
 
-def measure_coach_validity(
+def sample_coach_problems(
     model_dir: str | os.PathLike, cfg: Any, count: int = 128, seed: int = 0, batch_size: int = 64
-) -> tuple[float, dict[str, int]]:
-    """The share of Coach samples that the Coach-output validator accepts (the warm-up's check).
+) -> list[Any]:
+    """``count`` Coach samples, each read as `propose_problems` reads one (a diagnostic beside the loop).
 
-    Samples ``count`` responses to the Coach prompt (`cpmobius.prompts.coach_prompt`, the chat template
-    of the checkpoint's tokenizer) with the Coach's rollout temperature and response length, directly
-    with HF transformers on the CPU (a diagnostic; the loop samples through verl), and judges each with
-    `cpmobius.coach.read_problem` exactly as `propose_problems` does (chat wrapping cut off, then
-    validated; a response that hits the length limit is "truncated").
+    Samples responses to the Coach prompt (`cpmobius.prompts.coach_prompt`, the chat template of the
+    checkpoint's tokenizer) with the Coach's rollout temperature and response length, directly with HF
+    transformers on the CPU (the loop samples through verl), and reads each with `cpmobius.coach.read_problem`
+    (chat wrapping cut off, then validated; a response that hits the length limit is "truncated").
 
     Returns:
-        ``(valid_frac, rejected)``: the accepted share and the count of each rejection reason.
+        ``count`` `cpmobius.coach.Problem` rows: ``text``, ``valid`` and ``reject_reason`` each.
     """
-    from collections import Counter
-
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -326,7 +323,7 @@ def measure_coach_validity(
     input_ids = torch.tensor([tokenizer.encode(prompt, add_special_tokens=False)])
     stops = set(stop_token_ids(tokenizer, None))  # the loop's rule for where a response ends
     torch.manual_seed(seed)
-    rejected: Counter = Counter()
+    problems = []
     for start in range(0, count, batch_size):
         rows = min(batch_size, count - start)
         with torch.no_grad():
@@ -345,12 +342,26 @@ def measure_coach_validity(
             end = next((i for i, token in enumerate(ids) if token in stops), None)
             finished = end is not None
             ids = ids[:end] if finished else ids
-            fault = read_problem(
-                tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings
-            ).reject_reason
-            rejected[fault or "valid"] += 1
-    valid = rejected.pop("valid", 0)
-    return valid / count, dict(rejected)
+            problems.append(
+                read_problem(tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings)
+            )
+    return problems
+
+
+def measure_coach_validity(
+    model_dir: str | os.PathLike, cfg: Any, count: int = 128, seed: int = 0, batch_size: int = 64
+) -> tuple[float, dict[str, int]]:
+    """The share of Coach samples that the Coach-output validator accepts (the warm-up's check), from
+    `sample_coach_problems`.
+
+    Returns:
+        ``(valid_frac, rejected)``: the accepted share and the count of each rejection reason.
+    """
+    from collections import Counter
+
+    problems = sample_coach_problems(model_dir, cfg, count, seed, batch_size)
+    rejected = Counter(problem.reject_reason for problem in problems if not problem.valid)
+    return sum(problem.valid for problem in problems) / count, dict(rejected)
 
 
 def main() -> None:
