@@ -103,7 +103,8 @@ def summarize_run(run_dir: Path) -> dict[str, float]:
     """Start, end and peak validation accuracy of one run, and the means over its steps of the filter's numbers.
 
     ``end_last3`` is the mean of the last three steps; ``kept_label_ok_last5`` the kept problems'
-    pseudo-label accuracy over the last five steps (the bar the toy default is held to, docs/toy.md).
+    pseudo-label accuracy over the last five steps (the bar the toy default was held to in the gentle world,
+    docs/toy.md).
     """
     steps = read_run_metrics(run_dir)
     xs, accuracy = series(steps, "val/accuracy")
