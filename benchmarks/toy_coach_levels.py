@@ -30,7 +30,8 @@ sys.path.insert(0, str(REPO))
 
 
 def run_config(run_dir: Path) -> Any:
-    """The run's composed config (Hydra's ``.hydra/config.yaml`` under the run's ``hydra`` folder, newest first).
+    """The run's composed config (Hydra's ``.hydra/config.yaml`` under the run's ``hydra`` folder; the newest
+    launch's when the run was resumed).
 
     Raises:
         FileNotFoundError: the run folder holds no composed config.

@@ -66,8 +66,7 @@ class FixedPool:
             raise ValueError("the question pool is empty (validation set with no problems)")
         if not settings.method.uses_pool:
             raise ValueError(f"method={settings.method.name} trains no fixed pool")
-        self.settings, self.player, self.prompt = settings, player, prompt
-        self.questions, self.seed = list(questions), seed
+        self.settings, self.questions, self.seed = settings, list(questions), seed
         self.roll_out = AnsweredRollouts(player, prompt, settings.player.vote, stages, count_tokens)
 
     def state_dict(self) -> dict[str, int]:
