@@ -64,7 +64,11 @@ def start_coach(cfg: Any) -> Path:
 
 def checkpoint_as_hf(checkpoint: Path, out: Path) -> Optional[Path]:
     """verl's one-rank FSDP checkpoint of a policy (``global_step_N/coach``) as an HF folder in ``out``; None when
-    it holds no weights (a Coach that was never updated saves none)."""
+    it holds no weights (a Coach that was never updated saves none). Raises ValueError for a checkpoint of
+    several ranks.
+
+    Not verl's model merger (``python -m verl.model_merger``): it casts every weight to bf16, and the toy
+    policies sample in fp32, so the levels measured would be of another model than the run's."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 

@@ -90,7 +90,7 @@ class DifficultyFilter:
         self.totals: dict[str, int] = {}
 
     def state_dict(self) -> dict[str, int]:
-        """The counts carried across steps (saved as ``filter_totals`` in each checkpoint's loop state)."""
+        """The counts carried across steps (saved as ``problem_source`` in each checkpoint's loop state)."""
         return dict(self.totals)
 
     def load_state_dict(self, state: dict[str, int]) -> None:

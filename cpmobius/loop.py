@@ -280,7 +280,7 @@ class CoachPlayerLoop:
     def save(self) -> Path:
         state = self.state
         state.delta_tracker = self.delta.state_dict()
-        state.filter_totals = self.filter.state_dict()
+        state.problem_source = self.filter.state_dict()
         loop_state = {
             **{k: getattr(state, k) for k in LoopState.__dataclass_fields__},
             "policies": {
@@ -311,9 +311,9 @@ class CoachPlayerLoop:
         if path is None:
             return False
         saved = checkpoint.load_checkpoint(path, self.policies)
-        self.state = LoopState(**{k: saved[k] for k in LoopState.__dataclass_fields__})
+        self.state = LoopState.from_saved(saved)
         self.delta.load_state_dict(self.state.delta_tracker)
-        self.filter.load_state_dict(self.state.filter_totals)
+        self.filter.load_state_dict(self.state.problem_source)
         best = checkpoint.read_best_record(self.output_dir / "best_player")
         if best is not None and best["score"] != self.state.best_val:
             # CPMöbius: killed after a new best Player was saved but before the step's checkpoint: the

@@ -56,6 +56,16 @@ class LoopState:
     steps_without_improvement: int = 0
     rollbacks: int = 0
     delta_t_history: list[float] = field(default_factory=list)
-    filter_totals: dict[str, int] = field(default_factory=dict)  # `DifficultyFilter.state_dict`, saved with it
+    # The problem source's `state_dict`: the difficulty filter's counts, R-Zero's Solver set.
+    problem_source: dict = field(default_factory=dict)
     generated_tokens: dict[str, int] = field(default_factory=dict)  # per stage, since the start of the run
     delta_tracker: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_saved(cls, saved: dict) -> "LoopState":
+        """The state from a checkpoint's ``loop_state.json`` (its other keys, such as ``policies``, ignored).
+        Checkpoints written before the problem source's state had its own name carry it as ``filter_totals``."""
+        saved = dict(saved)
+        if "filter_totals" in saved:
+            saved["problem_source"] = saved.pop("filter_totals")
+        return cls(**{key: saved[key] for key in cls.__dataclass_fields__})

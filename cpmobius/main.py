@@ -18,7 +18,13 @@ from typing import Any, Callable, Optional
 import hydra
 from omegaconf import DictConfig
 
-from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME, apply_env_to_driver, build_policy_configs
+from cpmobius.engine.config import (
+    CONFIG_DIR,
+    CONFIG_NAME,
+    apply_env_to_driver,
+    build_policy_configs,
+    check_kernel_packages,
+)
 from cpmobius.run_log import Loggers, StepTable, make_tracking, table_columns
 from cpmobius.settings import load_settings
 
@@ -186,7 +192,9 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
         )
         return None
     check_this_machine(str(cfg.backend.platform))  # a too-old NVIDIA driver for torch's CUDA build: one line
-    print(check_checkpoint_space(cfg, build_policy_configs(cfg)), flush=True)  # before any model loads
+    configs = build_policy_configs(cfg)
+    check_kernel_packages(configs)  # Liger, which verl would import only inside a worker's model build
+    print(check_checkpoint_space(cfg, configs), flush=True)  # before any model loads
     loop, state = None, None
     try:
         loop = build_loop(cfg, settings=settings)

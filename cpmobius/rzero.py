@@ -130,7 +130,7 @@ class RZeroSchedule:
         self.pool: dict = {"iteration": 0, "questions": [], "labels": []}
 
     def state_dict(self) -> dict:
-        """The Solver phase's training set (saved as ``filter_totals`` in each checkpoint's loop state)."""
+        """The Solver phase's training set (saved as ``problem_source`` in each checkpoint's loop state)."""
         return {key: list(value) if isinstance(value, list) else value for key, value in self.pool.items()}
 
     def load_state_dict(self, state: dict) -> None:

@@ -253,3 +253,38 @@ def test_read_model_context(tmp_path, config, override, context):
 def test_read_model_context_without_a_config(tmp_path):
     assert read_model_context(str(tmp_path)) is None  # a folder without config.json
     assert read_model_context("no-such-org/no-such-model-for-cpmobius") is None  # a hub id not in the cache
+
+
+# =========================================================================== packages a preset needs
+
+
+@pytest.mark.parametrize("backend", ["vllm", "cuda_hf"])
+def test_a_gpu_preset_without_liger_installed_is_refused_at_a_runs_start(tmp_path, monkeypatch, backend):
+    import importlib.util
+
+    from cpmobius.engine import config as engine_config
+    from cpmobius.engine.config import check_kernel_packages
+
+    path = model_folder(tmp_path, max_position_embeddings=4096)
+    cfg = qwen_cfg(path, f"backend={backend}")
+    configs = build_policy_configs(cfg)  # composing and validating need neither package
+    assert cfg.actor_rollout_ref.model.use_liger  # the GPU presets' update and log-prob passes use Liger's kernels
+    real_find_spec = importlib.util.find_spec
+
+    def installed(*present):  # Liger and Triton as if only ``present`` were installed
+        return lambda name, *rest: (
+            (object() if name in present else None) if name in ("liger_kernel", "triton") else real_find_spec(name)
+        )
+
+    monkeypatch.setattr(engine_config.importlib.util, "find_spec", installed("triton"))
+    with pytest.raises(ConfigError, match=r"coach\.verl\.model\.use_liger: .* need liger_kernel, not installed"):
+        check_kernel_packages(configs)
+    monkeypatch.setattr(engine_config.importlib.util, "find_spec", installed())
+    with pytest.raises(ConfigError, match=r"need liger_kernel and triton, not installed .* on CPU set it false"):
+        check_kernel_packages(configs)
+    monkeypatch.setattr(engine_config.importlib.util, "find_spec", installed("liger_kernel", "triton"))
+    check_kernel_packages(configs)  # both installed: accepted
+    monkeypatch.setattr(engine_config.importlib.util, "find_spec", installed())
+    check_kernel_packages(
+        build_policy_configs(qwen_cfg(path, f"backend={backend}", "actor_rollout_ref.model.use_liger=false"))
+    )

@@ -1,6 +1,7 @@
 """The fast-path checks of ``tests/test_fast_path.py`` on CUDA: verl's FSDP engine in bf16 mixed precision,
-sdpa attention for the Player and PyTorch's varlen flash kernel for the Coach (``sdpa_varlen``), a random
-Qwen2 of about 0.5B parameters. Remove padding here takes a different sdpa kernel
+sdpa attention for the Player and PyTorch's varlen flash kernel for the Coach (``sdpa_varlen``), Liger's
+kernels (RMSNorm, rotary, SwiGLU) for the Coach alone as the GPU presets set them, a random Qwen2 of about
+0.5B parameters. Remove padding here takes a different sdpa kernel
 than the padded pass (a block-diagonal mask over one packed row), so the passes agree to bf16 rounding,
 within the same 1e-2 relative. Skipped without CUDA.
 
@@ -42,6 +43,7 @@ def knob_policies_gpu(tmp_path_factory):
             # both policies resident on one GPU, no offload: nothing here needs the host round trip
             "actor_rollout_ref.actor.fsdp_config.param_offload=false",
             "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
+            "++player.verl.model.use_liger=false",  # the plain pass; the Coach keeps the preset's Liger kernels
         ],
         str(path),
     )
@@ -57,7 +59,7 @@ def test_a_per_call_knob_computes_the_same_pass_on_cuda(knob_policies_gpu, knob)
     checks.assert_same_pass(checks.one_update(policies["player"], checks.KNOBS[knob], vocab), baseline, atol=1e-3)
 
 
-def test_gradient_checkpointing_and_the_fused_output_layer_compute_the_same_update_on_cuda(knob_policies_gpu):
+def test_gradient_checkpointing_the_fused_output_layer_and_liger_compute_the_same_update_on_cuda(knob_policies_gpu):
     policies, baseline, vocab = knob_policies_gpu
     checks.assert_same_pass(checks.one_update(policies["coach"], {}, vocab), baseline, atol=1e-3)
     checks.assert_same_pass(

@@ -131,5 +131,5 @@ def test_rzero_alternates_its_phases_logs_every_step_and_resumes_inside_a_solver
         k: v for k, v in rows[3].items() if k not in timings
     }
     states = [json.loads((d / "global_step_3" / "loop_state.json").read_text()) for d in (straight, stopped)]
-    assert states[1]["filter_totals"] == states[0]["filter_totals"] and states[0]["filter_totals"]["iteration"] == 1
+    assert states[1]["problem_source"] == states[0]["problem_source"] and states[0]["problem_source"]["iteration"] == 1
     assert states[1]["step"] == states[0]["step"] == 3 and states[1]["policies"] == states[0]["policies"]

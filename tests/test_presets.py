@@ -57,3 +57,28 @@ def test_on_a_gpu_the_reference_is_stored_in_bf16_and_the_trained_weights_in_fp3
 def test_on_the_cpu_the_reference_keeps_fp32():
     arr = policy_config(compose_config(["backend=cpu"]), "player").actor_rollout_ref
     assert arr.ref.fsdp_config.model_dtype == "fp32"
+
+
+@pytest.mark.parametrize("preset", sorted(RELEASED))
+def test_the_1p5b_qwen_presets_start_both_vllm_engines_at_once_the_others_profile_memory(preset):
+    """A fixed KV cache (24 GiB: vLLM's own profile at 0.4 of an 80 GB device, for the 1.5B Qwen) lets both
+    policies' engines start at once; the presets at 0.6 of the device, for other models, keep the profile."""
+    from cpmobius.engine.policy import Policy
+
+    cfg = compose_config([f"experiment={preset}"])
+    fixed = preset in ("paper_qwen_1p5b", "released_qwen_1p5b")
+    for name in ("coach", "player"):
+        pcfg = policy_config(cfg, name)
+        assert Policy(name, pcfg, None, None).profiles_memory_at_start is not fixed, name
+        if fixed:
+            rollout = pcfg.actor_rollout_ref.rollout
+            assert (
+                rollout.engine_kwargs.vllm.kv_cache_memory_bytes == 24 * 2**30 and rollout.gpu_memory_utilization == 0.4
+            )
+
+
+@pytest.mark.parametrize("backend", ["vllm", "cuda_hf"])
+def test_the_gpu_backends_use_liger_and_the_cpu_backend_does_not(backend):
+    for name in ("coach", "player"):
+        assert policy_config(compose_config([f"backend={backend}"]), name).actor_rollout_ref.model.use_liger, name
+        assert not policy_config(compose_config(["backend=cpu"]), name).actor_rollout_ref.model.use_liger, name

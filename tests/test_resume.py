@@ -90,7 +90,7 @@ def test_sigkill_mid_step_then_resume_matches_an_uninterrupted_run(tmp_path, mod
 
     state_a, weights_a = final_state(straight)
     state_b, weights_b = final_state(killed)
-    for key in ("step", "delta_t_history", "filter_totals", "policies", "delta_tracker"):
+    for key in ("step", "delta_t_history", "problem_source", "policies", "delta_tracker"):
         assert (
             state_a[key] == pytest.approx(state_b[key]) if key == "delta_t_history" else state_a[key] == state_b[key]
         ), key

@@ -315,6 +315,24 @@ def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
         raise ConfigError(f"{prefix}.rollout.tensor_model_parallel_size: rollout.name=hf needs parallel sizes of 1")
 
 
+def check_kernel_packages(configs: dict[str, DictConfig]) -> None:
+    """Check that the packages the policies' model kernels import are installed on this machine: verl
+    imports Liger (``model.use_liger``) only inside a worker's model build, minutes into a run. Called at a
+    run's start, not when a config is composed (``--cfg job`` on a login node without the GPU stack works).
+
+    Raises:
+        ConfigError: naming the key and the missing packages.
+    """
+    for name, pcfg in configs.items():
+        if pcfg.actor_rollout_ref.model.get("use_liger", False):
+            missing = [package for package in ("liger_kernel", "triton") if importlib.util.find_spec(package) is None]
+            if missing:
+                raise ConfigError(
+                    f"{name}.verl.model.use_liger: Liger's kernels need {' and '.join(missing)}, not installed "
+                    "here (`pip install -e '.[gpu]'` brings both on a CUDA machine; on CPU set it false)"
+                )
+
+
 def build_policy_configs(cfg: DictConfig) -> dict[str, DictConfig]:
     """`policy_config` for the Coach and the Player, each validated (`validate_policy_config`) and
     checked against its model's context (`check_context_fits`).

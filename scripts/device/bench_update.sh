@@ -10,7 +10,8 @@
 # update benchmarks, separated by ";" in SETTINGS / BUDGET / UPDATE_ARGS when > 1), TAG (a prefix for a second
 # start's run folders), SKIP_LOGPROBS (non-empty: no log-prob micro-benchmark). With --profile in UPDATE_ARGS,
 # the passes' profiles come back as profiles.tgz.
-# Here, once: `bash ../shared/tools/make_device_bundle.sh .whl` (verl, Ray, Hydra as wheels).
+# Here, once: `bash ../shared/tools/make_device_bundle.sh .whl` (verl, Ray, Hydra as wheels), plus Liger for the
+# GPU presets: `pip download --no-deps liger-kernel==0.8.5 -d .whl`.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/cpmobius_gpu_out}; mkdir -p "$OUT"

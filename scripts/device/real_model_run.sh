@@ -2,10 +2,11 @@
 # A measured CPMöbius run with a real model on one lent GPU machine (no network, <= 10 min a call),
 # in one burst of calls started straight after each other (an idle machine goes back after 30 s).
 #
-# Here, once: build `.whl` (../shared/tools/make_device_bundle.sh .whl, plus the `gguf` wheel),
+# Here, once: build `.whl` (../shared/tools/make_device_bundle.sh .whl, plus the `gguf` and `liger-kernel` wheels:
+# `pip download --no-deps gguf==0.19.0 liger-kernel==0.8.5 -d .whl`),
 # `.vllm_parts` (../shared/tools/make_vllm_parts.sh), `.vllm_extras` (scripts/device/make_vllm_extras.sh),
 # `.evaldata/eval/<name>/<name>.jsonl` (the benchmark files) and the model's assembled GGUF file split
-# into 60 MiB chunks: `split -b 62914560 -d -a 2 <file>.gguf .models/<name>.gguf.part`.
+# into 57 MiB chunks (a call carries 64 MiB, the tree included): `split -b 59768832 -d -a 2 <file>.gguf .models/<name>.gguf.part`.
 #
 #   calls 1..k   carry [one chunk]             bash scripts/device/real_model_run.sh stage <chunk>
 #   call         carry [.whl, .vllm_extras]     bash scripts/device/vllm_check.sh --install-only
@@ -79,7 +80,18 @@ prepare() {  # install vLLM (once per machine), copy the benchmark files, assemb
     python3 -m compileall -q -j 0 /tmp/site /tmp/vsite > /dev/null 2>&1; touch /tmp/site.compiled
   fi
   echo "install: $(( $(date +%s) - start )) s"
-  mkdir -p $WORK/data && cp -r .evaldata/eval $WORK/data/
+  mkdir -p $WORK/data
+  if [ -d .evaldata/eval ]; then
+    cp -r .evaldata/eval $WORK/data/
+  elif [ ! -d $WORK/data/eval ]; then
+    echo "no benchmark files: carry .evaldata in this call"; return 5
+  fi
+  # A second start on the same machine (a call that failed after the conversion) finds no staged parts:
+  # the model converted then is used as it is.
+  if ! ls $STAGE/*.gguf.part* >/dev/null 2>&1; then
+    python3 -m cpmobius.models path "$MODEL" >/dev/null 2>&1 && { echo "model $MODEL already converted"; return 0; }
+    echo "no staged model parts and no converted $MODEL: stage the chunks first"; return 5
+  fi
   cat $STAGE/*.gguf.part* > $WORK/model.gguf && rm -f $STAGE/*.gguf.part*
   t=$(date +%s)
   python3 -m cpmobius.models convert --gguf $WORK/model.gguf --name "$MODEL" || { echo "convert failed"; return 5; }
