@@ -27,11 +27,30 @@ def _word_counts(normalised: str) -> Counter:
     return Counter(re.sub(r"(?:ing|es|s)$", "", word) if len(word) > 4 else word for word in _WORD.findall(normalised))
 
 
-def _similarity(a: tuple[str, Counter], b: tuple[str, Counter]) -> float:
-    """max(difflib ratio of the normalised texts, Dice overlap of their word multisets)."""
-    shared = sum((a[1] & b[1]).values())
-    dice = 2 * shared / max(1, sum(a[1].values()) + sum(b[1].values()))
-    return max(dice, SequenceMatcher(None, a[0], b[0]).ratio()) if dice < 1.0 else dice
+class _Text:
+    """A normalised text with what the comparisons need, computed once: its word multiset and a difflib
+    matcher holding it as the second sequence (difflib indexes that one; the first is cheap to swap)."""
+
+    def __init__(self, text: str) -> None:
+        self.normalised = _normalise(text)
+        self.words = _word_counts(self.normalised)
+        self.size = sum(self.words.values())
+        self.matcher = SequenceMatcher(None, b=self.normalised)
+
+    def is_near(self, candidate: "_Text", similarity: float) -> bool:
+        """Whether ``max(Dice overlap of the word multisets, difflib ratio of candidate vs self)`` reaches
+        ``similarity``. difflib's two cheap upper bounds of the ratio (lengths, then characters) settle most
+        pairs before its ratio is computed; the answer is the same as computing it for every pair."""
+        shared = sum((candidate.words & self.words).values())
+        if 2 * shared / max(1, candidate.size + self.size) >= similarity:
+            return True
+        matcher = self.matcher
+        matcher.set_seq1(candidate.normalised)
+        return (
+            matcher.real_quick_ratio() >= similarity
+            and matcher.quick_ratio() >= similarity
+            and matcher.ratio() >= similarity
+        )
 
 
 def mark_duplicates(problems: list[Any], similarity: float, seen: Iterable[str] = ()) -> None:
@@ -42,7 +61,8 @@ def mark_duplicates(problems: list[Any], similarity: float, seen: Iterable[str] 
     words → ``#``), by the larger of the difflib ratio and the Dice overlap of their word multisets,
     so that a paraphrase with its facts reordered ("Two marbles are drawn ... from a bag containing 5
     red and 3 blue marbles." vs "A bag contains 5 red marbles and 3 blue marbles. Two marbles are
-    drawn ...") is a duplicate too.
+    drawn ...") is a duplicate too. A Coach batch of a few hundred candidates is a few ten thousand pairs:
+    each is settled by the cheapest test that can (`_Text.is_near`).
 
     Args:
         problems: candidates in sampling order (`cpmobius.coach.Problem`), changed in place (reason "duplicate").
@@ -53,13 +73,12 @@ def mark_duplicates(problems: list[Any], similarity: float, seen: Iterable[str] 
     if similarity >= 1.0:
         return
     # CPMöbius: the released code keeps near-duplicates; the word-multiset overlap and ``seen`` are ours.
-    kept = [(normalised, _word_counts(normalised)) for normalised in map(_normalise, seen)]
+    kept = [_Text(text) for text in seen]
     for problem in problems:
         if not problem.valid:
             continue
-        normalised = _normalise(problem.text)
-        candidate = (normalised, _word_counts(normalised))
-        if any(_similarity(candidate, other) >= similarity for other in kept):
+        candidate = _Text(problem.text)
+        if any(other.is_near(candidate, similarity) for other in kept):
             problem.reject_reason = "duplicate"
         else:
             kept.append(candidate)

@@ -65,6 +65,56 @@ def test_near_duplicates_are_dropped():
     assert Counter(p.reject_reason for p in problems)["duplicate"] == 5
 
 
+def _near_by_definition(a: str, b: str, similarity: float) -> bool:
+    """The duplicate rule as `mark_duplicates` states it, every pair computed in full: the larger of the
+    difflib ratio (candidate first) and the Dice overlap of the normalised texts' word multisets."""
+    from difflib import SequenceMatcher
+
+    from cpmobius.duplicates import _normalise, _word_counts
+
+    na, nb = _normalise(a), _normalise(b)
+    wa, wb = _word_counts(na), _word_counts(nb)
+    dice = 2 * sum((wa & wb).values()) / max(1, sum(wa.values()) + sum(wb.values()))
+    return max(dice, SequenceMatcher(None, na, nb).ratio()) >= similarity
+
+
+@pytest.mark.parametrize("similarity", [0.6, 0.8, 0.9, 0.97])
+def test_near_duplicates_match_the_rule_pair_by_pair(similarity):
+    """The cheap bounds that settle most pairs change no decision: mutated paraphrases at every distance
+    from their source, compared with the rule computed in full for each pair in sampling order."""
+    import random
+
+    rng = random.Random(similarity)
+    words = (
+        "a bag box has holds red blue green marbles balls cards two three five are drawn picked without "
+        "replacement what is the probability that both all of them sum product remainder when divided by "
+        "find how many ways integers less than circle radius area triangle sides"
+    ).split()
+    sources = [" ".join(rng.choice(words) for _ in range(rng.randint(8, 40))) + "?" for _ in range(12)]
+    texts = []
+    for _ in range(90):
+        tokens = rng.choice(sources).split()
+        for _ in range(rng.randint(0, 12)):  # 0 edits: a verbatim repeat
+            edit, at = rng.random(), rng.randrange(len(tokens))
+            if edit < 0.4:
+                tokens[at] = rng.choice(words)
+            elif edit < 0.7:
+                tokens.insert(at, str(rng.randint(0, 99)))
+            elif len(tokens) > 3:
+                tokens.pop(at)
+        texts.append(" ".join(tokens))
+    problems = [Problem(text, i) for i, text in enumerate(texts)]
+    mark_duplicates(problems, similarity=similarity, seen=texts[:5])
+    kept, expected = list(texts[:5]), []
+    for text in texts:
+        near = any(_near_by_definition(text, other, similarity) for other in kept)
+        expected.append("duplicate" if near else None)
+        if not near:
+            kept.append(text)
+    assert [p.reject_reason for p in problems] == expected
+    assert 0 < expected.count("duplicate") < len(texts)  # both outcomes are exercised
+
+
 # --------------------------------------------------------------------------- difficulty filter
 
 
