@@ -417,6 +417,43 @@ def test_vllm_generator_requests_ids_and_greedy_copies(monkeypatch):
     assert vllm_inputs([(1, 2)]) == [{"prompt_token_ids": [1, 2]}]
 
 
+def test_engine_args_reach_vllm_and_name_their_clashes(monkeypatch, capsys):
+    """``--engine-args``: parsed as a JSON object, passed to `vllm.LLM` beside the dedicated options, refused where
+    a dedicated option owns the key or the backend is HF, and stated in the results' generation note."""
+    from cpmobius.eval.options import build_parser
+    from cpmobius.eval.report import generation_note
+
+    seen = []
+
+    class LLM:
+        def __init__(self, **kwargs):
+            seen.append(kwargs)
+            raise _Stop
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=None))
+    wide = {"max_num_seqs": 1024, "speculative_config": {"method": "ngram", "num_speculative_tokens": 4}}
+    args = build_parser().parse_args(["--model", "m", "--engine-args", json.dumps(wide)])
+    assert args.engine_args == wide
+    with pytest.raises(_Stop):
+        make_generator("some/model", SamplingSettings(), "vllm", engine_args=args.engine_args, max_model_len=4096)
+    assert seen[-1]["max_num_seqs"] == 1024 and seen[-1]["speculative_config"]["method"] == "ngram"
+    assert seen[-1]["max_model_len"] == 4096 and seen[-1]["model"] == "some/model"
+    for clash, option in (({"gpu_memory_utilization": 0.5}, "--gpu-memory-utilization"), ({"seed": 3}, "--seed")):
+        with pytest.raises(ValueError, match=option):
+            make_generator("some/model", SamplingSettings(), "vllm", engine_args=clash)
+    with pytest.raises(ValueError, match="max_model_len"):  # its option unset: still its option's key
+        make_generator("some/model", SamplingSettings(), "vllm", engine_args={"max_model_len": 2048})
+    assert len(seen) == 1  # no clash reached the engine
+    with pytest.raises(ValueError, match="HF backend"):
+        make_generator("some/model", SamplingSettings(), "hf", engine_args=wide)
+    for bad in ("[1, 2]", "{max_num_seqs: 1}"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["--model", "m", "--engine-args", bad])
+        assert "--engine-args" in capsys.readouterr().err
+    note = generation_note({"sampling": SamplingSettings().as_dict(), "engine_args": {"max_num_seqs": 1024}})
+    assert note.endswith('vLLM engine arguments {"max_num_seqs": 1024}.')
+
+
 def test_hf_generator_greedy_decodes_once_per_prompt(model_cache):
     from cpmobius.toy.tiny_models import materialize_tiny_model
 

@@ -83,7 +83,7 @@ from cpmobius.eval.summary import paired_difference, score_run
 from cpmobius.grading import GradingError
 
 # What run.json records about how the responses were made (stated under the results table).
-GENERATION_KEYS = ("sampling", "answer_format", "answer_instruction", "system_prompt", "backend")
+GENERATION_KEYS = ("sampling", "answer_format", "answer_instruction", "system_prompt", "backend", "engine_args")
 
 
 def generation_of(run_path: Path) -> dict[str, Any]:

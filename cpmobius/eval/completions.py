@@ -140,8 +140,11 @@ def generate_model(
                 gpu_memory_utilization=args.gpu_memory_utilization,
                 max_model_len=args.max_model_len,
                 trust_remote_code=args.trust_remote_code,
+                engine_args=args.engine_args,
             )
             run["backend"] = generator.backend
+            if args.engine_args:
+                run["engine_args"] = args.engine_args
             # The \boxed{} instruction as in training (player.answer_format), resolved from this model's template.
             answer_instruction = resolve_answer_instruction(args.answer_format, generator.tokenizer, args.system_prompt)
             run["answer_instruction"] = answer_instruction

@@ -177,11 +177,17 @@ class VLLMGenerator:
         model: local folder or hub id; sampling: the run's `SamplingSettings`;
         tensor_parallel_size, gpu_memory_utilization, dtype: passed to `vllm.LLM`;
         max_model_len: optional context cap (prompt + response tokens);
-        trust_remote_code: run the Python code shipped with the checkpoint (off: only built-in architectures).
+        trust_remote_code: run the Python code shipped with the checkpoint (off: only built-in architectures);
+        engine_args: more `vllm.LLM` keyword arguments (``--engine-args``), for the engine's speed (batch
+            width, speculative decoding, KV-cache size).
+
+    Raises:
+        ValueError: ``engine_args`` names an argument this class sets itself (its own option names it).
     """
 
     model: str
     sampling: SamplingSettings
+    engine_args: dict = field(default_factory=dict)
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     dtype: str = "auto"
@@ -206,7 +212,13 @@ class VLLMGenerator:
         )
         if self.max_model_len:
             kwargs["max_model_len"] = self.max_model_len
-        self.llm = LLM(**kwargs)
+        clash = sorted(set(self.engine_args) & (set(kwargs) | {"max_model_len"}))
+        if clash:
+            raise ValueError(
+                f"--engine-args: {clash} are set by their own options "
+                f"({', '.join('--' + key.replace('_', '-') for key in clash)}), not here"
+            )
+        self.llm = LLM(**kwargs, **self.engine_args)
         self.tokenizer = self.llm.get_tokenizer()
         model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
         self.context_tokens = int(getattr(model_config, "max_model_len", 0) or self.max_model_len or 0) or None
@@ -347,11 +359,11 @@ def make_generator(model: str, sampling: SamplingSettings, backend: str = "auto"
     """A generator for `model`: vLLM when `backend` is "vllm" or "auto" with vLLM importable, else HF.
 
     Args:
-        options: `tensor_parallel_size`, `gpu_memory_utilization`, `max_model_len` (vLLM);
+        options: `tensor_parallel_size`, `gpu_memory_utilization`, `max_model_len`, `engine_args` (vLLM);
             `device`, `batch_size` (HF); `dtype`, `trust_remote_code` (both; default off).
 
     Raises:
-        ValueError: unknown backend, or "vllm" asked for without vLLM installed.
+        ValueError: unknown backend, "vllm" asked for without vLLM installed, or `engine_args` for the HF backend.
     """
     if backend not in ("auto", "vllm", "hf"):
         raise ValueError(f"unknown backend {backend!r}; expected auto, vllm or hf")
@@ -360,7 +372,16 @@ def make_generator(model: str, sampling: SamplingSettings, backend: str = "auto"
             raise ValueError(
                 "backend=vllm but vllm cannot be imported (pip install 'cpmobius[gpu]'), or use backend=hf"
             )
-        keys = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "trust_remote_code")
+        keys = (
+            "tensor_parallel_size",
+            "gpu_memory_utilization",
+            "max_model_len",
+            "dtype",
+            "trust_remote_code",
+            "engine_args",
+        )
         return VLLMGenerator(model, sampling, **{k: v for k, v in options.items() if k in keys and v is not None})
+    if options.get("engine_args"):
+        raise ValueError("--engine-args are vLLM's: the HF backend takes none (drop them, or use --backend vllm)")
     keys = ("device", "batch_size", "dtype", "trust_remote_code")
     return HFGenerator(model, sampling, **{k: v for k, v in options.items() if k in keys and v is not None})

@@ -6,6 +6,7 @@ The stages it drives are in `cpmobius.eval.cli`; the help's examples run as writ
 from __future__ import annotations
 
 import argparse
+import json
 
 from cpmobius.eval.data import ANSWER_KEYS, BENCHMARKS
 from cpmobius.eval.scoring import AVG_BENCHMARKS, DEFAULT_K, GRADERS, PAPER_VALIDATION_SET
@@ -42,6 +43,21 @@ EPILOG = """examples:
   python -m cpmobius.eval --completions outputs/eval/run/{base,trained}/completions.jsonl --validation-set math500
         base vs trained side by side, with the paired difference and its CI (no GPU)
 """
+
+
+def engine_args(text: str) -> dict:
+    """``--engine-args``: a JSON object (keyword arguments of `vllm.LLM`).
+
+    Raises:
+        argparse.ArgumentTypeError: the text is not JSON, or not an object.
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON ({error.msg} at character {error.pos}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object of vllm.LLM arguments, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,6 +159,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.9,
         help="vLLM backend: share of each GPU's memory the engine may take",
+    )
+    engine.add_argument(
+        "--engine-args",
+        type=engine_args,
+        default=None,
+        metavar="JSON",
+        help="vLLM backend: more `vllm.LLM` arguments as a JSON object, e.g. "
+        '\'{"max_num_seqs": 1024, "speculative_config": {"method": "ngram", "num_speculative_tokens": 4}}\'; '
+        "meant for the engine's speed (an argument that changes the model, such as quantization, changes results)",
     )
     engine.add_argument(
         "--max-model-len",

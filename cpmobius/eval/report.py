@@ -249,6 +249,8 @@ def generation_note(run: Mapping[str, Any]) -> Optional[str]:
         )
     if run.get("system_prompt"):
         line += f'; system prompt "{run["system_prompt"]}"'
+    if run.get("engine_args"):
+        line += f"; vLLM engine arguments {json.dumps(run['engine_args'], sort_keys=True)}"
     return line + "."
 
 

@@ -30,7 +30,9 @@
 # `bench_start` (MODEL=qwen2.5-coder-1.5b; BENCH_ARGS: the benchmark's options), `bench_poll [SECONDS]`
 # and `bench_finish` (its table, figures, compressed log, vLLM's start-up lines and, with --profile-startup, the model builds' profiles into
 # $OUT) in place of start / poll / finish; then `rollout_bench`: benchmarks/bench_rollout.py on the same model
-# (the HF rollout server on CUDA, with and without per-request seeds, beside plain batched generate).
+# (the HF rollout server on CUDA, with and without per-request seeds, beside plain batched generate);
+# `gen_start` / `gen_poll`: benchmarks/bench_generation_gpu.py (validation's generation under vLLM engine
+# settings: batch width, n-gram speculative decoding) on the same model, before `bench_start` or after it ends.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 VLLM_USE_FLASHINFER_SAMPLER=0
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -174,6 +176,23 @@ rollout_bench)  # the HF rollout server on CUDA beside plain batched generate, o
     # shellcheck disable=SC2086
     python3 benchmarks/bench_rollout.py --model "$base" ${ROLLOUT_ARGS:---concurrency 128 --new-tokens 128 --repeats 2 --serial-requests 2} $mode
   done 2>&1 | grep -vE "it/s\]|Warning|warn" | tee "$OUT/bench_rollout_cuda.txt" ;;
+
+gen_start)  # benchmarks/bench_generation_gpu.py on the converted model (after `bench_start`'s prepare or `start`'s)
+  prepare || exit $?
+  base=$(python3 -m cpmobius.models path "$MODEL") || exit 5
+  # GEN_ARGS: more options for the benchmark (--setting NAME=JSON ..., --k, --max-new-tokens).
+  # shellcheck disable=SC2086
+  setsid nohup python3 benchmarks/bench_generation_gpu.py --model "$base" --data-dir $WORK/data/eval \
+    --out $WORK/gen ${GEN_ARGS:-} > $WORK/gen.log 2>&1 < /dev/null &
+  echo "generation benchmark started at $(date +%T)"; sleep 30; tail -n 3 $WORK/gen.log ;;
+
+gen_poll)  # wait for the generation benchmark (or SECONDS); its table and runs' logs so far into $OUT
+  end=$(( $(date +%s) + ${2:-540} ))
+  while [ "$(date +%s)" -lt $end ] && pgrep -f bench_generation_gpu.py >/dev/null; do sleep 10; done
+  grep "^\[bench\]" $WORK/gen.log | cut -c1-400; echo "--- last lines:"; tail -n 5 $WORK/gen.log
+  cp $WORK/gen/bench_generation.md $WORK/gen/bench_generation.json "$OUT/" 2>/dev/null
+  tar czf "$OUT/gen_logs.tar.gz" -C $WORK/gen --exclude='completions.jsonl' . 2>/dev/null
+  cat $WORK/gen/bench_generation.md 2>/dev/null ;;
 
 bench_finish)  # the table, its figures and the log (compressed) into $OUT; stops the benchmark if it still runs
   pgrep -f bench_step_gpu.py >/dev/null && { pkill -TERM -f bench_step_gpu.py; sleep 10; }
