@@ -122,25 +122,66 @@ def test_best_player_save_is_atomic_and_carries_its_score(tmp_path):
 
 
 class RecordingPolicy:
-    """Records `start_policies`'s calls; its rollout start waits at ``gate`` (a barrier) for 2 s at most."""
+    """Records `start_policies`'s calls. Its server launch stands for verl's: it asks the workers for their
+    devices, then its server actor exists (a name `ray.util.list_named_actors` lists, see `named_actors`),
+    then it waits at ``gate`` (a barrier shared by the policies) for 2 s at most."""
 
-    def __init__(self, name, calls, profiles_memory_at_start=True, gate=None):
+    def __init__(self, name, calls, profiles_memory_at_start=True, gate=None, names=None, creates_actor=True):
         self.name, self.calls, self.profiles_memory_at_start, self.gate = name, calls, profiles_memory_at_start, gate
+        self.names, self.creates_actor = names if names is not None else [], creates_actor
+        self.config = OmegaConf.create(
+            {"actor_rollout_ref": {"rollout": {"name": "hf", "custom": {"policy_name": name}}}}
+        )
+        self.building = threading.Event()
+
+    def start_workers(self):
+        self.calls.append(("start_workers", self.name))
+        return self
+
+    def begin_model_build(self):
+        self.calls.append(("begin_model_build", self.name))
+        self.building.set()
+        return self
 
     def start_models(self):
-        self.calls.append(("start_models", self.name))
+        return self.start_workers().begin_model_build()
 
     def wait_models(self):
         self.calls.append(("wait_models", self.name))
+        return self
 
-    def start_rollout(self):
-        self.calls.append(("start_rollout", self.name))
+    def launch_servers(self):
+        self.calls.append(("query_workers", self.name))
+        time.sleep(0.1)  # the answers come back
+        if self.creates_actor:
+            self.names.append(f"{self.name}_hf_server_0_0")
+            self.building.wait(timeout=1)  # a server's start outlasts the poll that sees its actor
         if self.gate is not None:
             try:
                 self.gate.wait(timeout=2)
             except threading.BrokenBarrierError:
                 self.calls.append(("started_alone", self.name))
-        self.calls.append(("rollout_started", self.name))
+        self.calls.append(("servers_up", self.name, self.building.is_set()))
+        return self
+
+    def finish_start(self):
+        self.calls.append(("finish_start", self.name))
+        return self
+
+    def start_rollout(self):
+        self.wait_models()
+        self.launch_servers()
+        return self.finish_start()
+
+
+@pytest.fixture
+def named_actors(monkeypatch):
+    """The Ray actor names `launch_while_models_build` sees: what the recording policies' launches created."""
+    import ray.util
+
+    names = []
+    monkeypatch.setattr(ray.util, "list_named_actors", lambda: list(names))
+    return names
 
 
 def test_start_policies_builds_every_model_before_any_rollout_server_starts():
@@ -153,44 +194,100 @@ def test_start_policies_builds_every_model_before_any_rollout_server_starts():
     player = RecordingPolicy("player", calls)
     coach = RecordingPolicy("coach", calls, profiles_memory_at_start=False)
     assert start_policies(player, coach) == (player, coach)
-    first_rollout = min(i for i, (op, _) in enumerate(calls) if op == "start_rollout")
-    last_build = max(i for i, (op, _) in enumerate(calls) if op in ("start_models", "wait_models"))
-    assert last_build < first_rollout
-    assert [c for c in calls if c[0] == "start_models"] == [("start_models", "player"), ("start_models", "coach")]
-    assert calls[-4:] == [
-        ("start_rollout", "player"),
-        ("rollout_started", "player"),
-        ("start_rollout", "coach"),
-        ("rollout_started", "coach"),
+    first_rollout = min(i for i, (op, *_) in enumerate(calls) if op == "query_workers")
+    assert calls[:first_rollout] == [
+        ("start_workers", "player"),
+        ("begin_model_build", "player"),
+        ("start_workers", "coach"),
+        ("begin_model_build", "coach"),
+        ("wait_models", "player"),
+        ("wait_models", "coach"),
+        ("wait_models", "player"),  # start_rollout's own (the models are built by then)
+    ]
+    assert [c for c in calls if c[0] == "begin_model_build"] == [
+        ("begin_model_build", "player"),
+        ("begin_model_build", "coach"),
+    ]
+    assert [c[:2] for c in calls[-7:]] == [
+        ("query_workers", "player"),
+        ("servers_up", "player"),
+        ("finish_start", "player"),
+        ("wait_models", "coach"),
+        ("query_workers", "coach"),
+        ("servers_up", "coach"),
+        ("finish_start", "coach"),
     ]
 
 
-def test_engines_with_a_fixed_kv_cache_start_at_once():
-    """Neither engine profiles memory: the second starts while the first is still starting (both wait at one
-    barrier; one after the other, the first would wait out its 2 s alone)."""
+def test_engines_with_a_fixed_kv_cache_start_while_the_models_build(named_actors):
+    """Neither engine profiles memory: each policy's build begins once verl has asked its workers for their
+    devices (its server actor exists), while its servers start; both policies' servers start at once (one
+    barrier: one after the other, the first would wait out its 2 s alone); the start ends after both."""
     from cpmobius.engine.sharing import start_policies
 
     calls, gate = [], threading.Barrier(2)
-    policies = [RecordingPolicy(name, calls, profiles_memory_at_start=False, gate=gate) for name in ("player", "coach")]
+    policies = [
+        RecordingPolicy(name, calls, profiles_memory_at_start=False, gate=gate, names=named_actors)
+        for name in ("player", "coach")
+    ]
     started = time.perf_counter()
     start_policies(*policies)
     assert time.perf_counter() - started < 1.5
-    assert [op for op, _ in calls[4:6]] == ["start_rollout", "start_rollout"]
     assert not [c for c in calls if c[0] == "started_alone"]
+    for name in ("player", "coach"):
+        mine = [c for c in calls if c[1] == name]
+        assert [c[0] for c in mine] == [
+            "start_workers",
+            "query_workers",
+            "begin_model_build",
+            "servers_up",
+            "wait_models",
+            "finish_start",
+        ]
+        assert ("servers_up", name, True) in mine  # the build ran while the servers started
 
 
-def test_a_policys_start_up_error_reaches_the_caller_when_engines_start_at_once():
-    import pytest
+def test_a_build_waits_for_the_server_launch_no_longer_than_its_limit(named_actors, monkeypatch):
+    """A launch whose server actors never appear (another backend's names, a slow query): the build begins
+    after `SERVER_QUERY_WAIT_S` all the same, and the start ends."""
+    from cpmobius.engine import sharing
 
+    monkeypatch.setattr(sharing, "SERVER_QUERY_WAIT_S", 0.3)
+    calls = []
+    policy = RecordingPolicy("player", calls, profiles_memory_at_start=False, creates_actor=False)
+    policy.launch_servers = lambda: (calls.append(("query_workers", "player")), time.sleep(0.6), policy)[-1]
+    started = time.perf_counter()
+    sharing.start_policies(policy)
+    assert 0.25 < time.perf_counter() - started < 2.0
+    assert [c[0] for c in calls] == [
+        "start_workers",
+        "query_workers",
+        "begin_model_build",
+        "wait_models",
+        "finish_start",
+    ]
+
+
+def test_a_policys_start_up_error_reaches_the_caller_when_engines_start_at_once(named_actors):
     from cpmobius.engine.sharing import start_policies
 
     class Failing(RecordingPolicy):
-        def start_rollout(self):
+        def launch_servers(self):
             raise ValueError("Free memory on device is less than desired GPU memory utilization")
 
     calls = []
     with pytest.raises(ValueError, match="Free memory"):
-        start_policies(RecordingPolicy("player", calls, False), Failing("coach", calls, False))
+        start_policies(RecordingPolicy("player", calls, False, names=named_actors), Failing("coach", calls, False))
+
+
+def test_server_actor_names_as_verl_and_the_hf_rollout_write_them():
+    from cpmobius.engine.naming import hf_server_name, server_actor_prefix
+
+    hf = OmegaConf.create({"name": "hf", "custom": {"policy_name": "coach"}})
+    assert hf_server_name(hf, 3).startswith(server_actor_prefix(hf)) and server_actor_prefix(hf) == "coach_hf_server_"
+    vllm = OmegaConf.create({"name": "vllm", "custom": {"policy_name": "player"}})
+    assert server_actor_prefix(vllm) == "player_vllm_server_"  # verl: f"{prefix}server_{replica}_{node}"
+    assert server_actor_prefix(OmegaConf.create({"name": "vllm", "custom": {}})) == "vllm_server_"
 
 
 def test_a_vllm_engine_profiles_memory_unless_its_kv_cache_is_fixed():
@@ -209,9 +306,9 @@ def test_waiting_for_models_never_started_is_an_error():
     import pytest
 
     policy = Policy("coach", OmegaConf.create({}), None, None)
-    with pytest.raises(RuntimeError, match="start_models"):
+    with pytest.raises(RuntimeError, match="start_workers"):
         policy.wait_models()
-    with pytest.raises(RuntimeError, match="start_models"):
+    with pytest.raises(RuntimeError, match="start_workers"):
         policy.start_rollout()
 
 

@@ -2,13 +2,14 @@
 
 `EngineGuard` keeps at most one policy's rollout engine awake: activating one puts the other to
 sleep first (verl's hybrid sleep discards weights, so activation always re-syncs them).
-`start_policies` starts policies so that their models build at once, then their engines (at once where
-no engine profiles device memory at start-up), after `start_ray`.
+`start_policies` starts policies after `start_ray`: where no engine profiles device memory at start-up, every
+policy's rollout servers start while its models build; else the models build at once, then the engines.
 """
 
 from __future__ import annotations
 
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -94,29 +95,74 @@ def make_resource_pool(cfg: DictConfig) -> Any:
 
 
 def start_policies(*policies: Policy) -> tuple[Policy, ...]:
-    """Start policies that share the devices: their models build at once, then their rollout servers.
+    """Start policies that share the devices: their rollout servers start while their models build, where
+    no engine sizes its KV cache from a memory profile; else the models build at once, then the servers.
 
-    Building the FSDP models is most of a policy's start-up and needs no exclusive device, so the policies
-    build theirs concurrently (one H200, both at the 1.5B shape: 70.6 + 60.3 s one after the other, 101.5 s
-    of wall clock at once — host copies for the offload contend). The rollout servers start once every
-    model is built: at once when no engine sizes its KV cache from a memory profile
-    (`Policy.profiles_memory_at_start`: vLLM given ``engine_kwargs.vllm.kv_cache_memory_bytes``, or the
-    CPU platform's servers), else one policy at a time — vLLM's profile fails ("Error in memory profiling")
-    when another process frees device memory meanwhile (another engine going to sleep after its start).
-    One H200, 1.5B shape: the two vLLM servers took 105 + 98 s one after the other.
+    Building the FSDP models needs no exclusive device, so the policies build theirs concurrently (one H200,
+    both at the 1.5B shape: 70.6 + 60.3 s one after the other, 101.5 s of wall clock at once — host copies
+    for the offload contend). A vLLM server's start is mostly its own imports and process spawns: its first
+    device allocation came ~90 s after its start (one H200, 1.5B shape), the builds took 46 s. So where no
+    engine profiles memory (`Policy.profiles_memory_at_start`: vLLM given
+    ``engine_kwargs.vllm.kv_cache_memory_bytes``, the HF rollout), every policy's servers and models start at
+    once (`launch_while_models_build`). Else the builds come first, then one policy's engine at a time —
+    vLLM's profile fails ("Error in memory profiling") when another process frees device memory meanwhile
+    (a build offloading, another engine going to sleep after its start). One H200, 1.5B shape: the two vLLM
+    servers took 105 + 98 s one after the other.
 
     Returns:
         the policies, started (as `Policy.start` leaves one).
     """
+    if not any(policy.profiles_memory_at_start for policy in policies):
+        for policy in policies:
+            policy.start_workers()
+        if len(policies) == 1:
+            launch_while_models_build(policies[0])
+            return policies
+        with ThreadPoolExecutor(max_workers=len(policies), thread_name_prefix="policy_start") as pool:
+            for started in [pool.submit(launch_while_models_build, policy) for policy in policies]:
+                started.result()  # re-raises a policy's start-up error here
+        return policies
     for policy in policies:
         policy.start_models()
     for policy in policies:
         policy.wait_models()
-    if len(policies) > 1 and not any(policy.profiles_memory_at_start for policy in policies):
-        with ThreadPoolExecutor(max_workers=len(policies), thread_name_prefix="rollout_start") as pool:
-            for started in [pool.submit(policy.start_rollout) for policy in policies]:
-                started.result()  # re-raises a policy's start-up error here
-    else:
-        for policy in policies:
-            policy.start_rollout()
+    for policy in policies:
+        policy.start_rollout()
     return policies
+
+
+# How long a policy's model build waits for verl to have asked its workers for their devices (the
+# rollout servers' actors then exist): past it, the build starts anyway and the servers' query waits
+# behind it (the start-up is then as long as building first, nothing worse).
+SERVER_QUERY_WAIT_S = 60.0
+
+
+def launch_while_models_build(policy: Policy) -> Policy:
+    """Launch ``policy``'s rollout servers, begin its model build once verl has asked the training workers
+    for their node and devices, wait for both, then `Policy.finish_start`.
+
+    The order matters: a worker runs one call at a time, and verl's server launch asks each worker with a
+    call of its own (``__ray_call__``); sent after ``init_model``, it would wait the whole build. Ray runs
+    one caller's calls to an actor in the order they were sent, and verl creates the named server actors
+    only once every answer is in, so the build is sent once this policy's first server actor exists
+    (`cpmobius.engine.naming.server_actor_prefix`).
+
+    Raises:
+        whatever the server launch or the model build raised.
+    """
+    import ray
+
+    from cpmobius.engine.naming import server_actor_prefix
+
+    prefix = server_actor_prefix(policy.config.actor_rollout_ref.rollout)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{policy.name}_servers") as pool:
+        launched = pool.submit(policy.launch_servers)
+        deadline = time.monotonic() + SERVER_QUERY_WAIT_S
+        while not launched.done() and time.monotonic() < deadline:
+            if any(name.startswith(prefix) for name in ray.util.list_named_actors()):
+                break
+            time.sleep(0.05)
+        policy.begin_model_build()
+        launched.result()
+    policy.wait_models()
+    return policy.finish_start()
