@@ -83,11 +83,12 @@ def check_model_folders(cfg: DictConfig) -> None:
             )
 
 
-def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any:
+def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None, configs: Any = None) -> Any:
     """Validate everything, prepare the models, start Ray and both policies; return the `CoachPlayerLoop`.
 
     Args:
         settings: the stage settings when the caller already loaded them (`load_settings`).
+        configs: the policies' verl configs when the caller already built them (`build_policy_configs`).
 
     Raises:
         ConfigError: for any bad value, before Ray or a worker starts.
@@ -96,7 +97,7 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None) -> Any
     from cpmobius.validation import load_validation_set
 
     settings = settings if settings is not None else load_settings(cfg)
-    configs = build_policy_configs(cfg)  # every value checked before anything runs
+    configs = configs if configs is not None else build_policy_configs(cfg)  # every value checked before anything runs
     check_model_folders(cfg)
     val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
     # The Coach warm-up (a torchrun process group) starts as soon as the Coach's weights exist — for the
@@ -197,7 +198,7 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     print(check_checkpoint_space(cfg, configs), flush=True)  # before any model loads
     loop, state = None, None
     try:
-        loop = build_loop(cfg, settings=settings)
+        loop = build_loop(cfg, settings=settings, configs=configs)
         method, validation = loop.settings.method.name, loop.settings.validation
         columns = table_columns(method, validation.metric == "expected", validation.dataset == "toy")
         loop.logger = Loggers(make_tracking(cfg), StepTable(columns))
