@@ -15,18 +15,42 @@ from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval.scoring import METRICS, PAPER_VALIDATION_SET, TABLE_COLUMNS
 
+
+def _released_row(avg: float, ood: float, *benchmarks: float) -> dict[str, float]:
+    """One row of the released table, in its column order: Average, OOD Average, AMC, AIME 2024, AIME 2025,
+    Minerva, MATH, Olympiad → our column headers."""
+    headers = ("AMC", "AIME24", "AIME25", "Minerva", "MATH-500", "OlympiadBench")
+    return {"Avg": avg, "OOD Avg": ood, **dict(zip(headers, benchmarks, strict=True))}
+
+
+# Source: the released README's Results table, every row and column as printed (Avg and OOD Avg not recomputed:
+# its OOD column differs from the mean of its own columns on 1.5B base, 1.5B CPMöbius, OctoThinker CPMöbius,
+# 7B-Instruct base (by its rounding), RENT and CPMöbius). R-Zero and RENT share 27.1 / 24.7 on the 1.5B model, with
+# different columns; the table has no R-Zero row for OpenMath-Nemotron-1.5B.
 PAPER_RESULTS: dict[str, dict[str, dict[str, float]]] = {
-    # Source: the released README's Results table (Avg and OOD Avg per model). Its per-benchmark cells
-    # are not given there: they stay "—".
-    # Avg / OOD Avg as printed in that table (not recomputed; §5.4 lists where the table's OOD column
-    # disagrees with the mean of its own columns).
     "qwen2p5_math_1p5b": {
-        "Qwen2.5-Math-1.5B": {"Avg": 23.3, "OOD Avg": 19.8},
-        "CPMöbius": {"Avg": 28.8, "OOD Avg": 26.8},
+        "Qwen2.5-Math-1.5B": _released_row(23.3, 19.8, 34.6, 6.2, 2.8, 16.3, 56.2, 23.4),
+        "R-Zero (iteration 3)": _released_row(27.1, 24.7, 39.2, 9.8, 5.0, 19.3, 62.4, 26.8),
+        "RENT": _released_row(27.1, 24.7, 39.3, 10.0, 5.0, 19.0, 62.2, 27.1),
+        "CPMöbius": _released_row(28.8, 26.8, 39.4, 9.8, 5.4, 28.0, 63.1, 26.9),
     },
-    "qwen2p5_math_7b_instruct": {"Qwen2.5-Math-7B-Instruct": {"OOD Avg": 33.0}, "CPMöbius": {"OOD Avg": 38.4}},
-    "octothinker_3b": {"CPMöbius": {"OOD Avg": 22.0}},
-    "openmath_nemotron_1p5b": {},
+    "openmath_nemotron_1p5b": {
+        "OpenMath-Nemotron-1.5B": _released_row(59.5, 54.9, 82.3, 55.6, 43.3, 25.1, 89.4, 61.0),
+        "RENT": _released_row(61.7, 56.5, 87.7, 55.0, 46.0, 24.2, 90.7, 66.7),
+        "CPMöbius": _released_row(62.1, 57.0, 87.5, 54.9, 46.9, 24.3, 91.2, 67.9),
+    },
+    "octothinker_3b": {
+        "OctoThinker-3B-Hybrid-Zero": _released_row(21.3, 20.6, 24.6, 3.9, 1.7, 16.3, 57.9, 23.4),
+        "R-Zero (iteration 3)": _released_row(20.5, 19.5, 25.9, 2.0, 0.3, 14.6, 58.1, 22.3),
+        "RENT": _released_row(23.0, 21.7, 29.2, 7.3, 2.1, 15.0, 60.2, 24.1),
+        "CPMöbius": _released_row(23.6, 22.0, 28.0, 4.8, 1.7, 22.1, 60.4, 24.7),
+    },
+    "qwen2p5_math_7b_instruct": {
+        "Qwen2.5-Math-7B-Instruct": _released_row(35.8, 33.0, 49.2, 9.0, 6.3, 34.6, 78.0, 37.4),
+        "R-Zero (iteration 3)": _released_row(36.9, 34.2, 50.5, 9.5, 7.4, 32.7, 83.3, 38.1),
+        "RENT": _released_row(39.2, 37.6, 53.1, 10.8, 9.9, 38.8, 83.8, 38.8),
+        "CPMöbius": _released_row(40.7, 38.4, 55.6, 11.8, 9.6, 44.9, 84.2, 38.3),
+    },
 }
 """Published numbers per base model (configs/model names), row label → column header → percent."""
 

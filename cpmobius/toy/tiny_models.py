@@ -88,7 +88,7 @@ def build_tiny_qwen2(tokenizer: Any, spec: dict[str, int] | None = None, seed: i
 
     Args:
         tokenizer: gives the vocabulary size (unless ``spec`` sets ``vocab_size``) and special ids.
-        spec: `Qwen2Config` sizes; defaults to `TINY_SPEC` (about 30K parameters).
+        spec: `Qwen2Config` sizes; defaults to `TINY_SPEC` (about 91K parameters with the byte tokenizer).
         seed: torch seed for the initialisation, so the same spec and seed give the same weights.
     """
     from transformers import Qwen2ForCausalLM
