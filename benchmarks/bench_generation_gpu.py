@@ -30,6 +30,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cpmobius.eval.options import engine_args as read_engine_args  # noqa: E402
+
 _FIXED_CACHE = {"max_num_batched_tokens": 8192, "kv_cache_memory_bytes": 24 * 1024**3}
 _NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 DEFAULT_SETTINGS = {
@@ -41,7 +45,7 @@ DEFAULT_SETTINGS = {
 
 
 def parse_setting(text: str) -> tuple[str, dict]:
-    """``NAME=JSON`` → ``(NAME, engine arguments)``.
+    """``NAME=JSON`` → ``(NAME, engine arguments)`` (the JSON read as ``--engine-args`` reads it).
 
     Raises:
         argparse.ArgumentTypeError: no ``=``, an empty name, or a value that is not a JSON object.
@@ -49,13 +53,7 @@ def parse_setting(text: str) -> tuple[str, dict]:
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"--setting {text!r}: expected NAME=JSON")
-    try:
-        engine_args = json.loads(value)
-    except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"--setting {text!r}: not JSON ({error.msg})") from None
-    if not isinstance(engine_args, dict):
-        raise argparse.ArgumentTypeError(f"--setting {text!r}: the value must be a JSON object")
-    return name.strip(), engine_args
+    return name.strip(), read_engine_args(value)
 
 
 def run_setting(name: str, engine_args: dict, args: argparse.Namespace) -> dict:
