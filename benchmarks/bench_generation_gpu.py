@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -71,6 +72,7 @@ def run_setting(name: str, engine_args: dict, args: argparse.Namespace) -> dict:
         command += ["--engine-args", json.dumps(engine_args)]
     if args.data_dir:
         command += ["--data-dir", str(args.data_dir)]
+    shutil.rmtree(out / name, ignore_errors=True)  # a rerun measures a fresh generation, not the eval's resume
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     total = time.perf_counter() - started

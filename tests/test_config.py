@@ -139,7 +139,7 @@ def test_experiment_presets_compose_and_validate(preset, reward, rollback):
     assert settings.coach.reward == reward and settings.player.rollback.enabled is rollback
     assert (settings.player.n, settings.filter.quota) == (16, 16)  # n and m of the paper
     assert (settings.filter.band_low, settings.filter.band_high) == (0.2, 0.8)
-    # the released fixed oversampling made 8-9 attempts a step at the 1.5B shape; the kept set is drawn alike
+    # the released fixed oversampling made 8-9 attempts a step at the 1.5B shape and fell short of the quota more often
     assert settings.filter.adaptive_oversample and settings.filter.coach_reserve == 1.0
     assert player.rollout.temperature == pytest.approx(0.6) and coach.rollout.temperature == pytest.approx(0.9)
     assert player.actor.entropy_coeff == pytest.approx(-0.01) and coach.actor.entropy_coeff == pytest.approx(0.01)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -211,21 +212,27 @@ def test_published_rows_are_the_released_table_as_printed():
 
 @pytest.mark.regression("two base models' 'CPMöbius' rows collided: the 1.5B model was shown the 7B's numbers")
 def test_combined_paper_rows_keep_each_base_model():
-    merged = cli.merge_paper_rows(
-        {
-            "a": PAPER_RESULTS["qwen2p5_math_1p5b"],
-            "b": PAPER_RESULTS["qwen2p5_math_7b_instruct"],
-            "c": PAPER_RESULTS["qwen2p5_math_1p5b"],
-        }
-    )
-    cpm = {name: row for name, row in merged.items() if name.startswith("CPMöbius")}
-    assert {json.dumps(r, sort_keys=True) for r in cpm.values()} == {
-        json.dumps(PAPER_RESULTS["qwen2p5_math_1p5b"]["CPMöbius"], sort_keys=True),
-        json.dumps(PAPER_RESULTS["qwen2p5_math_7b_instruct"]["CPMöbius"], sort_keys=True),
-    }
-    assert merged["Qwen2.5-Math-1.5B"] == PAPER_RESULTS["qwen2p5_math_1p5b"]["Qwen2.5-Math-1.5B"]
-    # One base model: its rows unchanged.
-    assert cli.merge_paper_rows({"a": PAPER_RESULTS["qwen2p5_math_1p5b"]}) == PAPER_RESULTS["qwen2p5_math_1p5b"]
+    small, large = PAPER_RESULTS["qwen2p5_math_1p5b"], PAPER_RESULTS["qwen2p5_math_7b_instruct"]
+    nemotron = PAPER_RESULTS["openmath_nemotron_1p5b"]
+    # a base model and the model trained from it (a, c) share one set of rows; rows are named by base model
+    merged = cli.merge_paper_rows({"a": small, "b": large, "c": small})
+    assert list(merged) == [
+        "Qwen2.5-Math-1.5B",
+        "Qwen2.5-Math-1.5B + R-Zero (iteration 3)",
+        "Qwen2.5-Math-1.5B + RENT",
+        "Qwen2.5-Math-1.5B + CPMöbius",
+        "Qwen2.5-Math-7B-Instruct",
+        "Qwen2.5-Math-7B-Instruct + R-Zero (iteration 3)",
+        "Qwen2.5-Math-7B-Instruct + RENT",
+        "Qwen2.5-Math-7B-Instruct + CPMöbius",
+    ]
+    assert merged["Qwen2.5-Math-1.5B + CPMöbius"] == small["CPMöbius"]
+    assert merged["Qwen2.5-Math-7B-Instruct + CPMöbius"] == large["CPMöbius"]
+    # a row only one base model has (R-Zero: none for OpenMath-Nemotron) is named after its base model too
+    assert "Qwen2.5-Math-1.5B + R-Zero (iteration 3)" in cli.merge_paper_rows({"a": small, "n": nemotron})
+    # one base model (or it and its trained model): its rows unchanged; no published rows: none
+    assert cli.merge_paper_rows({"a": small}) == small == cli.merge_paper_rows({"a": small, "b": small})
+    assert cli.merge_paper_rows({"a": {}, "b": {}}) == {}
 
 
 # ----------------------------------------------------------------------------- resume (fake generator)
@@ -300,6 +307,46 @@ def test_resume_keeps_other_benchmarks(tmp_path, fake_generation, capsys, benchm
     assert main(_gen_argv(tmp_path, "model", "aime24", "amc", "math500", benchmark_dir=benchmark_dir)) == 0
     assert fake_generation == [] and path.read_text(encoding="utf-8") == text
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.regression("resume: a folder's benchmarks came from engines with other --engine-args, unsaid")
+def test_resume_repeats_the_engine_args_and_keeps_what_the_first_run_recorded(
+    tmp_path, fake_generation, capsys, benchmark_dir
+):
+    run_json = tmp_path / "out" / "m" / "run.json"
+    wide = ["--engine-args", '{"max_num_seqs": 1024}']
+    assert main(_gen_argv(tmp_path, "model", "amc", benchmark_dir=benchmark_dir) + wide) == 0
+    first = json.loads(run_json.read_text())
+    assert first["engine_args"] == {"max_num_seqs": 1024} and first["backend"] == "fake"
+    # another engine for the next benchmark, or none: refused, naming the key, nothing generated
+    for other in (["--engine-args", '{"quantization": "fp8"}'], []):
+        fake_generation.clear()
+        assert main(_gen_argv(tmp_path, "model", "amc", "aime24", benchmark_dir=benchmark_dir) + other) == 2
+        assert "engine_args" in capsys.readouterr().err and fake_generation == []
+    # the same again: nothing to generate, and run.json keeps the backend and instruction the first run recorded
+    assert main(_gen_argv(tmp_path, "model", "amc", benchmark_dir=benchmark_dir) + wide) == 0
+    again = json.loads(run_json.read_text())
+    assert {k: again.get(k) for k in ("backend", "answer_instruction", "engine_args")} == {
+        k: first.get(k) for k in ("backend", "answer_instruction", "engine_args")
+    }
+
+
+def test_engine_args_vllm_does_not_take_are_one_line(tmp_path, monkeypatch, capsys, benchmark_dir):
+    import types
+
+    class LLM:
+        def __init__(self, model, seed, temperature=None, **kwargs):
+            raise TypeError("EngineArgs.__init__() got an unexpected keyword argument 'temprature'")
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=None))
+    argv = _gen_argv(tmp_path, "model", "amc", benchmark_dir=benchmark_dir) + ["--backend", "vllm"]
+    assert main(argv + ["--engine-args", '{"temprature": 0}']) == 2
+    err = capsys.readouterr().err
+    assert "--engine-args ['temprature']: vllm.LLM refused them" in err and "Traceback" not in err
+    for bad, says in (('{"max_num_seqs": NaN}', "NaN"), ('{"max_num_seqs": 8, "max_num_seqs": 16}', "twice")):
+        with pytest.raises(SystemExit):
+            main(argv + ["--engine-args", bad])
+        assert says in capsys.readouterr().err
 
 
 @pytest.mark.regression(

@@ -121,18 +121,27 @@ def test_best_player_save_is_atomic_and_carries_its_score(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best_player"]
 
 
+class FakeGate:
+    """Stands in for the `ModelsBuilt` actor: `open.remote()` sets ``opened``; `start_gate` hands out one each."""
+
+    def __init__(self):
+        self.opened = threading.Event()
+        self.open = SimpleNamespace(remote=self.opened.set)
+
+
 class RecordingPolicy:
     """Records `start_policies`'s calls. Its server launch stands for verl's: it asks the workers for their
-    devices, then its server actor exists (a name `ray.util.list_named_actors` lists, see `named_actors`),
-    then it waits at ``gate`` (a barrier shared by the policies) for 2 s at most."""
+    devices, then its server actor exists (a name `ray.util.list_named_actors` lists, see `start_world`), then
+    its engine waits for the policy's gate (2 s at most), then at ``gate`` (a barrier shared by the policies)."""
 
-    def __init__(self, name, calls, profiles_memory_at_start=True, gate=None, names=None, creates_actor=True):
+    def __init__(self, name, calls, profiles_memory_at_start=True, gate=None, world=None, creates_actor=True):
         self.name, self.calls, self.profiles_memory_at_start, self.gate = name, calls, profiles_memory_at_start, gate
-        self.names, self.creates_actor = names if names is not None else [], creates_actor
+        self.world, self.creates_actor = world, creates_actor
         self.config = OmegaConf.create(
             {"actor_rollout_ref": {"rollout": {"name": "hf", "custom": {"policy_name": name}}}}
         )
         self.building = threading.Event()
+        self.launch_s = 0.1  # until the workers' answers are in
 
     def start_workers(self):
         self.calls.append(("start_workers", self.name))
@@ -152,10 +161,13 @@ class RecordingPolicy:
 
     def launch_servers(self):
         self.calls.append(("query_workers", self.name))
-        time.sleep(0.1)  # the answers come back
-        if self.creates_actor:
-            self.names.append(f"{self.name}_hf_server_0_0")
-            self.building.wait(timeout=1)  # a server's start outlasts the poll that sees its actor
+        time.sleep(self.launch_s)
+        if self.creates_actor and self.world is not None:
+            self.world["names"].append(f"{self.name}_hf_server_0_0")
+        engine_gate = self.world["gates"].get(self.name) if self.world is not None else None
+        if engine_gate is not None:
+            self.calls.append(("engine_waits", self.name))
+            assert engine_gate.opened.wait(timeout=2), "the gate never opened"
         if self.gate is not None:
             try:
                 self.gate.wait(timeout=2)
@@ -175,13 +187,30 @@ class RecordingPolicy:
 
 
 @pytest.fixture
-def named_actors(monkeypatch):
-    """The Ray actor names `launch_while_models_build` sees: what the recording policies' launches created."""
+def start_world(monkeypatch):
+    """What `launch_while_models_build` sees of Ray: the actor names the recording launches created, one
+    `FakeGate` per policy start (``world["gates"]``, by policy name), ``ray.get`` / ``ray.kill`` of those."""
+    import ray
     import ray.util
 
-    names = []
-    monkeypatch.setattr(ray.util, "list_named_actors", lambda: list(names))
-    return names
+    from cpmobius.engine import start_gate
+
+    world = {"names": [], "gates": {}}
+
+    def new_gate(policy_name):
+        world["gates"][policy_name] = FakeGate()
+        return f"{policy_name}_models_built", world["gates"][policy_name]
+
+    monkeypatch.setattr(ray.util, "list_named_actors", lambda: list(world["names"]))
+    monkeypatch.setattr(start_gate, "start_gate", new_gate)
+    monkeypatch.setattr(ray, "get", lambda ref: ref)
+    monkeypatch.setattr(ray, "kill", lambda actor: None)
+    yield world
+    # A start left running by a test (an error or an interrupt reached the caller first) ends against these
+    # stand-ins, not against the real Ray of a later test.
+    for thread in threading.enumerate():
+        if thread.name.endswith(("_start", "_servers")):
+            thread.join(timeout=10)
 
 
 def test_start_policies_builds_every_model_before_any_rollout_server_starts():
@@ -204,10 +233,6 @@ def test_start_policies_builds_every_model_before_any_rollout_server_starts():
         ("wait_models", "coach"),
         ("wait_models", "player"),  # start_rollout's own (the models are built by then)
     ]
-    assert [c for c in calls if c[0] == "begin_model_build"] == [
-        ("begin_model_build", "player"),
-        ("begin_model_build", "coach"),
-    ]
     assert [c[:2] for c in calls[-7:]] == [
         ("query_workers", "player"),
         ("servers_up", "player"),
@@ -219,56 +244,73 @@ def test_start_policies_builds_every_model_before_any_rollout_server_starts():
     ]
 
 
-def test_engines_with_a_fixed_kv_cache_start_while_the_models_build(named_actors):
+def test_engines_with_a_fixed_kv_cache_start_while_the_models_build(start_world):
     """Neither engine profiles memory: each policy's build begins once verl has asked its workers for their
-    devices (its server actor exists), while its servers start; both policies' servers start at once (one
-    barrier: one after the other, the first would wait out its 2 s alone); the start ends after both."""
+    devices (its server actor exists) and runs while its servers start; each engine waits for its gate, opened
+    once that policy's models are built; both policies start at once (one barrier: one after the other, the
+    first would wait out its 2 s alone)."""
     from cpmobius.engine.sharing import start_policies
 
     calls, gate = [], threading.Barrier(2)
     policies = [
-        RecordingPolicy(name, calls, profiles_memory_at_start=False, gate=gate, names=named_actors)
+        RecordingPolicy(name, calls, profiles_memory_at_start=False, gate=gate, world=start_world)
         for name in ("player", "coach")
     ]
     started = time.perf_counter()
     start_policies(*policies)
     assert time.perf_counter() - started < 1.5
     assert not [c for c in calls if c[0] == "started_alone"]
-    for name in ("player", "coach"):
-        mine = [c for c in calls if c[1] == name]
-        assert [c[0] for c in mine] == [
-            "start_workers",
-            "query_workers",
-            "begin_model_build",
-            "servers_up",
-            "wait_models",
-            "finish_start",
-        ]
-        assert ("servers_up", name, True) in mine  # the build ran while the servers started
+    for policy in policies:
+        mine = [c for c in calls if c[1] == policy.name]
+        steps = ["start_workers", "query_workers", "begin_model_build", "engine_waits", "wait_models", "servers_up"]
+        assert sorted((c[0] for c in mine[:-1]), key=steps.index) == steps  # the engine waits during the build
+        assert mine[-1][0] == "finish_start" and ("servers_up", policy.name, True) in mine
+        assert mine.index(("query_workers", policy.name)) < mine.index(("begin_model_build", policy.name))
+        assert mine.index(("wait_models", policy.name)) < mine.index(("servers_up", policy.name, True))
+    # the gate's name went to the servers in the rollout config for the launch, and is gone after it
+    assert all("engine_after_models" not in p.config.actor_rollout_ref.rollout.custom for p in policies)
 
 
-def test_a_build_waits_for_the_server_launch_no_longer_than_its_limit(named_actors, monkeypatch):
+def test_a_build_waits_for_the_server_launch_no_longer_than_its_limit(start_world, monkeypatch):
     """A launch whose server actors never appear (another backend's names, a slow query): the build begins
-    after `SERVER_QUERY_WAIT_S` all the same, and the start ends."""
+    after `SERVER_QUERY_WAIT_S` all the same, the gate opens after it, and the start ends."""
     from cpmobius.engine import sharing
 
     monkeypatch.setattr(sharing, "SERVER_QUERY_WAIT_S", 0.3)
     calls = []
-    policy = RecordingPolicy("player", calls, profiles_memory_at_start=False, creates_actor=False)
-    policy.launch_servers = lambda: (calls.append(("query_workers", "player")), time.sleep(0.6), policy)[-1]
+    policy = RecordingPolicy("player", calls, profiles_memory_at_start=False, world=start_world, creates_actor=False)
+    policy.launch_s = 0.6
     started = time.perf_counter()
     sharing.start_policies(policy)
     assert 0.25 < time.perf_counter() - started < 2.0
-    assert [c[0] for c in calls] == [
-        "start_workers",
-        "query_workers",
-        "begin_model_build",
-        "wait_models",
-        "finish_start",
-    ]
+    order = [c[0] for c in calls]
+    assert order.index("begin_model_build") < order.index("servers_up") and order[-1] == "finish_start"
 
 
-def test_a_policys_start_up_error_reaches_the_caller_when_engines_start_at_once(named_actors):
+def test_actors_of_an_earlier_start_do_not_send_the_build_before_the_query(start_world):
+    """A server name of an earlier start in the same Ray session is already listed: the build still waits for
+    this launch's own server actor (else the workers' device query would wait behind the build)."""
+    from cpmobius.engine.sharing import start_policies
+
+    start_world["names"].append("player_hf_server_0_0")  # left by an earlier start
+    calls = []
+    policy = RecordingPolicy("player", calls, profiles_memory_at_start=False, world=start_world, creates_actor=False)
+    policy.launch_s = 0.3
+    built_at = []
+    policy.begin_model_build = lambda: (built_at.append(time.perf_counter()), policy.building.set())
+
+    def this_launchs_actor():  # appears once the workers have answered
+        time.sleep(0.3)
+        start_world["names"].append("player_hf_server_1_0")
+
+    started = time.perf_counter()
+    threading.Thread(target=this_launchs_actor, daemon=True).start()
+    start_policies(policy)
+    assert built_at and built_at[0] - started > 0.25
+    assert ("servers_up", "player", True) in calls
+
+
+def test_a_launch_that_fails_at_once_sends_no_build_and_its_error_comes_at_once(start_world):
     from cpmobius.engine.sharing import start_policies
 
     class Failing(RecordingPolicy):
@@ -276,8 +318,72 @@ def test_a_policys_start_up_error_reaches_the_caller_when_engines_start_at_once(
             raise ValueError("Free memory on device is less than desired GPU memory utilization")
 
     calls = []
+    slow = RecordingPolicy("player", calls, False, world=start_world)
+    slow.launch_s = 2.0  # its start would take 2 s
+    started = time.perf_counter()
     with pytest.raises(ValueError, match="Free memory"):
-        start_policies(RecordingPolicy("player", calls, False, names=named_actors), Failing("coach", calls, False))
+        start_policies(slow, Failing("coach", calls, False, world=start_world))
+    assert time.perf_counter() - started < 1.5  # not after the other policy's whole start
+    assert ("begin_model_build", "coach") not in calls
+
+
+def test_when_ray_cannot_list_its_actors_the_build_goes_first_and_the_start_ends(start_world, monkeypatch):
+    import ray.util
+
+    from cpmobius.engine.sharing import start_policies
+
+    def broken():
+        raise ConnectionError("GCS unreachable")
+
+    monkeypatch.setattr(ray.util, "list_named_actors", broken)
+    calls = []
+    policy = RecordingPolicy("player", calls, profiles_memory_at_start=False, world=start_world)
+    started = time.perf_counter()
+    start_policies(policy)
+    assert time.perf_counter() - started < 1.5 and calls[-1][0] == "finish_start"
+    assert ("servers_up", "player", True) in calls
+
+
+def test_an_interrupt_during_start_up_is_not_held_up_by_a_server_start(start_world):
+    """Ctrl-C or SIGTERM (the driver turns it into KeyboardInterrupt) while a server starts: the caller gets it
+    at once; the start, in a daemon thread, is left to Ray's shutdown."""
+    import _thread
+
+    from cpmobius.engine.sharing import start_policies
+
+    policy = RecordingPolicy("player", [], profiles_memory_at_start=False, world=start_world)
+    policy.launch_s = 2.5
+    threading.Timer(0.3, _thread.interrupt_main).start()
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        start_policies(policy)
+    assert time.perf_counter() - started < 1.5
+
+
+def test_a_gate_holds_a_servers_engine_until_it_opens(monkeypatch):
+    """`ModelsBuiltGate.wait_for_models`: returns at once without a gate named in the config; with one, only
+    after the gate's `open`."""
+    import asyncio
+
+    import ray
+
+    from cpmobius.engine import start_gate
+
+    class Server(start_gate.ModelsBuiltGate):
+        def __init__(self, custom):
+            self.config = OmegaConf.create({"custom": custom})
+
+    async def scenario():
+        gate = start_gate.ModelsBuilt()
+        monkeypatch.setattr(ray, "get_actor", lambda name: SimpleNamespace(wait=SimpleNamespace(remote=gate.wait)))
+        await asyncio.wait_for(Server({}).wait_for_models(), 1)  # no gate named: no wait
+        waiting = asyncio.ensure_future(Server({start_gate.GATE_KEY: "player_models_built"}).wait_for_models())
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        await gate.open()
+        await asyncio.wait_for(waiting, 1)
+
+    asyncio.run(scenario())
 
 
 def test_server_actor_names_as_verl_and_the_hf_rollout_write_them():

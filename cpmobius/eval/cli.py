@@ -161,13 +161,18 @@ def _load_rows(
 
 
 def merge_paper_rows(per_model: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
-    """The published rows of several models for one table; a row name that two models' base
-    models share with different numbers (e.g. "CPMöbius") is qualified by the model's label."""
+    """The published rows of several models for one table: each base model's rows once (a base model and the
+    model trained from it share them). With more than one base model, every row but a base model's own is
+    named after its base model ("Qwen2.5-Math-1.5B + RENT"); the first row of each model's rows is its base."""
+    distinct: list[Mapping[str, Mapping[str, float]]] = []
+    for rows in per_model.values():
+        if rows and rows not in distinct:
+            distinct.append(rows)
     merged: dict[str, dict[str, float]] = {}
-    for label, rows in per_model.items():
+    for rows in distinct:
+        base = next(iter(rows))
         for name, row in rows.items():
-            clash = any(name in other and other[name] != row for other in per_model.values())
-            merged[f"{name} (beside {label})" if clash else name] = dict(row)
+            merged[name if name == base or len(distinct) == 1 else f"{base} + {name}"] = dict(row)
     return merged
 
 

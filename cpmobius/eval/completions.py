@@ -72,22 +72,30 @@ def _append(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
         os.fsync(f.fileno())
 
 
-def _check_run(run_path: Path, run: Mapping[str, Any]) -> None:
-    """Refuse to resume a folder holding another model's or other settings' responses."""
+def _check_run(run_path: Path, run: dict[str, Any]) -> dict[str, Any]:
+    """Refuse to resume a folder holding another model's or other settings' responses (engine arguments
+    included: one may change what is sampled); return the run record to keep, with what the earlier run
+    recorded once its engine was up (backend, answer instruction) when this one starts none.
+
+    Raises:
+        ValueError: naming the settings that differ.
+    """
     completions = run_path.parent / "completions.jsonl"
     # A run that wrote no responses (e.g. it failed to load the model) leaves nothing to protect.
     if run_path.exists() and completions.exists() and completions.read_text(encoding="utf-8").strip():
         old = json.loads(run_path.read_text())
         old.setdefault("answer_format", "template")  # a run from before --answer-format added nothing
-        keys = ("model", "sampling", "system_prompt", "answer_format", "source", "limit")
+        keys = ("model", "sampling", "system_prompt", "answer_format", "source", "limit", "engine_args")
         diff = [key for key in keys if old.get(key) != run.get(key)]
         if diff:
             raise ValueError(
                 f"{run_path.parent} holds a run with other {diff} ({ {k: old.get(k) for k in diff} }); "
-                "give another --out to start a new run"
+                "repeat them, or give another --out to start a new run"
             )
+        run = {**{k: old[k] for k in ("backend", "answer_instruction") if k in old}, **run}
     run_path.parent.mkdir(parents=True, exist_ok=True)
     run_path.write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
+    return run
 
 
 def generate_model(
@@ -118,8 +126,9 @@ def generate_model(
         "limit": args.limit,
         "k": dict(k),
         "paper_model": args.paper_model,
+        **({"engine_args": args.engine_args} if args.engine_args else {}),
     }
-    _check_run(out / "run.json", run)
+    run = _check_run(out / "run.json", run)
     expected = {b: {str(r["id"]): k[b] for r in rows} for b, rows in rows_by_bench.items()}
     path = out / "completions.jsonl"
     done = _load_existing(path, expected)
@@ -143,8 +152,6 @@ def generate_model(
                 engine_args=args.engine_args,
             )
             run["backend"] = generator.backend
-            if args.engine_args:
-                run["engine_args"] = args.engine_args
             # The \boxed{} instruction as in training (player.answer_format), resolved from this model's template.
             answer_instruction = resolve_answer_instruction(args.answer_format, generator.tokenizer, args.system_prompt)
             run["answer_instruction"] = answer_instruction

@@ -218,7 +218,12 @@ class VLLMGenerator:
                 f"--engine-args: {clash} are set by their own options "
                 f"({', '.join('--' + key.replace('_', '-') for key in clash)}), not here"
             )
-        self.llm = LLM(**kwargs, **self.engine_args)
+        try:
+            self.llm = LLM(**kwargs, **self.engine_args)
+        except TypeError as error:  # an argument vllm.LLM does not take: one line, not a traceback
+            if not self.engine_args:
+                raise
+            raise ValueError(f"--engine-args {sorted(self.engine_args)}: vllm.LLM refused them ({error})") from error
         self.tokenizer = self.llm.get_tokenizer()
         model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
         self.context_tokens = int(getattr(model_config, "max_model_len", 0) or self.max_model_len or 0) or None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from cpmobius.eval.data import ANSWER_KEYS, BENCHMARKS
 from cpmobius.eval.scoring import AVG_BENCHMARKS, DEFAULT_K, GRADERS, PAPER_VALIDATION_SET
@@ -51,10 +52,22 @@ def engine_args(text: str) -> dict:
     Raises:
         argparse.ArgumentTypeError: the text is not JSON, or not an object.
     """
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a number an engine takes")
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict:
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) < len(keys):
+            raise ValueError(f"a key given twice ({sorted({k for k in keys if keys.count(k) > 1})})")
+        return dict(pairs)
+
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=no_constant, object_pairs_hook=unique)
     except json.JSONDecodeError as error:
         raise argparse.ArgumentTypeError(f"not JSON ({error.msg} at character {error.pos}): {text!r}") from None
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error}: {text!r}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object of vllm.LLM arguments, got {text!r}")
     return value
