@@ -31,12 +31,15 @@ def validate_policy_name(name: str) -> str:
     return name
 
 
+def custom_of(rollout_config: Any) -> dict:
+    """A rollout config's free ``custom`` dict (`RolloutConfig` or DictConfig), {} when unset."""
+    custom = rollout_config.get("custom", None) if hasattr(rollout_config, "get") else rollout_config.custom
+    return dict(custom or {})
+
+
 def policy_name_of(rollout_config: Any) -> str:
     """The policy name in a rollout config (`RolloutConfig` or DictConfig), or "" when unset."""
-    custom = rollout_config.get("custom", None) if hasattr(rollout_config, "get") else rollout_config.custom
-    if not custom:
-        return ""
-    name = custom.get(POLICY_NAME_KEY, "") or ""
+    name = custom_of(rollout_config).get(POLICY_NAME_KEY, "") or ""
     return validate_policy_name(name) if name else ""
 
 

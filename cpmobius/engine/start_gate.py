@@ -14,13 +14,9 @@ import asyncio
 import uuid
 from typing import Any
 
+from cpmobius.engine.naming import custom_of
+
 GATE_KEY = "engine_after_models"  # in rollout.custom (the free dict verl passes to the servers): the gate's name
-
-
-def custom_of(rollout_config: Any) -> dict:
-    """A rollout config's ``custom`` dict (`RolloutConfig` or DictConfig), {} when unset."""
-    custom = rollout_config.get("custom", None) if hasattr(rollout_config, "get") else rollout_config.custom
-    return dict(custom or {})
 
 
 class ModelsBuilt:
