@@ -428,6 +428,8 @@ def test_engine_args_reach_vllm_and_name_their_clashes(monkeypatch, capsys):
     class LLM:
         def __init__(self, **kwargs):
             seen.append(kwargs)
+            if "speculative_config" in kwargs:  # as vLLM does: the dict it is given gains the target's config
+                kwargs["speculative_config"]["target_model_config"] = object()
             raise _Stop
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=None))
@@ -438,6 +440,7 @@ def test_engine_args_reach_vllm_and_name_their_clashes(monkeypatch, capsys):
         make_generator("some/model", SamplingSettings(), "vllm", engine_args=args.engine_args, max_model_len=4096)
     assert seen[-1]["max_num_seqs"] == 1024 and seen[-1]["speculative_config"]["method"] == "ngram"
     assert seen[-1]["max_model_len"] == 4096 and seen[-1]["model"] == "some/model"
+    assert args.engine_args == wide and json.dumps(args.engine_args)  # what run.json records: left as it was given
     for clash, option in (({"gpu_memory_utilization": 0.5}, "--gpu-memory-utilization"), ({"seed": 3}, "--seed")):
         with pytest.raises(ValueError, match=option):
             make_generator("some/model", SamplingSettings(), "vllm", engine_args=clash)

@@ -27,6 +27,7 @@ the CLI's `--trust-remote-code`; released: always on): Qwen2.5 and Llama need no
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Protocol, Sequence
@@ -219,7 +220,9 @@ class VLLMGenerator:
                 f"({', '.join('--' + key.replace('_', '-') for key in clash)}), not here"
             )
         try:
-            self.llm = LLM(**kwargs, **self.engine_args)
+            # A copy: vLLM fills the dicts it is given in place (a speculative config gains the target model's
+            # config object), and these arguments are written to run.json afterwards.
+            self.llm = LLM(**kwargs, **copy.deepcopy(self.engine_args))
         except TypeError as error:  # an argument vllm.LLM does not take: one line, not a traceback
             if not self.engine_args:
                 raise
