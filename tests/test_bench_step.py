@@ -56,6 +56,7 @@ def test_bench_measures_the_yardstick_and_each_phase(tmp_path, model_cache):
     yardstick = figures["yardstick"]
     assert len(yardstick) == 2 and all(y["tokens"] > 0 and y["ops"]["update"] > 0 for y in yardstick)
     assert all(y["engine_switches"] == 1 for y in yardstick)  # each plain step wakes the Player once, after its update
+    assert all(y["grading_timeouts"] == 0 for y in yardstick) and "| grading (timeouts) |" in table  # toy answers
     assert figures["plain_grpo_step_s"] == pytest.approx(yardstick[1]["timing_s/step"])
     assert figures["checkpoint_s"] > 0
     startup = figures["startup_s"]

@@ -28,7 +28,6 @@ import torch
 from verl.workers.rollout.replica import RolloutMode, TokenOutput
 
 from cpmobius.engine.hf_sampling import RawLogProbRecorder, SamplingKey, logits_processors, request_seed, torch_dtype
-from cpmobius.engine.start_gate import ModelsBuiltGate
 from cpmobius.engine.stop_tokens import stop_token_ids, token_id_list
 
 logger = logging.getLogger(__name__)
@@ -49,7 +48,7 @@ class _Request:
     future: asyncio.Future = field(repr=False)
 
 
-class HFGenerationServer(ModelsBuiltGate):
+class HFGenerationServer:
     """One HF-transformers model serving token-in/token-out requests (a Ray actor).
 
     Args:
@@ -95,11 +94,8 @@ class HFGenerationServer(ModelsBuiltGate):
     # ------------------------------------------------------------------ start-up
 
     async def launch_server(self) -> None:
-        """Load the model and start the batching loop (once the policy's models are built, when the driver asks
-        for that: `cpmobius.engine.start_gate`)."""
+        """Load the model and start the batching loop."""
         from transformers import AutoModelForCausalLM
-
-        await self.wait_for_models()
 
         torch.manual_seed(int(self.config.seed) + self.replica_rank)
         self.model = AutoModelForCausalLM.from_pretrained(

@@ -31,15 +31,12 @@ def validate_policy_name(name: str) -> str:
     return name
 
 
-def custom_of(rollout_config: Any) -> dict:
-    """A rollout config's free ``custom`` dict (`RolloutConfig` or DictConfig), {} when unset."""
-    custom = rollout_config.get("custom", None) if hasattr(rollout_config, "get") else rollout_config.custom
-    return dict(custom or {})
-
-
 def policy_name_of(rollout_config: Any) -> str:
     """The policy name in a rollout config (`RolloutConfig` or DictConfig), or "" when unset."""
-    name = custom_of(rollout_config).get(POLICY_NAME_KEY, "") or ""
+    custom = rollout_config.get("custom", None) if hasattr(rollout_config, "get") else rollout_config.custom
+    if not custom:
+        return ""
+    name = custom.get(POLICY_NAME_KEY, "") or ""
     return validate_policy_name(name) if name else ""
 
 
@@ -52,10 +49,3 @@ def server_name_prefix(backend_prefix: str, rollout_config: Any) -> str:
 def hf_server_name(rollout_config: Any, replica_rank: int, node_rank: int = 0) -> str:
     """Ray actor name of one HF generation server, e.g. ``coach_hf_server_0_0``."""
     return f"{server_name_prefix(HF_BACKEND_PREFIX, rollout_config)}server_{replica_rank}_{node_rank}"
-
-
-def server_actor_prefix(rollout_config: Any) -> str:
-    """What the names of a policy's rollout server actors begin with, e.g. ``coach_vllm_server_`` (vLLM) or
-    ``coach_hf_server_`` (the HF rollout), as verl's replica and `hf_server_name` name them."""
-    backend = HF_BACKEND_PREFIX if rollout_config.get("name") == "hf" else f"{rollout_config.get('name')}_"
-    return f"{server_name_prefix(backend, rollout_config)}server_"

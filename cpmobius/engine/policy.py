@@ -117,15 +117,14 @@ class Policy:
         return rollout.name == "vllm" and not fixed
 
     def start(self) -> "Policy":
-        """Start the worker group, build the models, launch the rollout servers, then sleep them
-        (`cpmobius.engine.sharing.start_policies` with this policy alone)."""
-        from cpmobius.engine.sharing import start_policies
+        """Start the worker group, build the models, launch the rollout servers, then sleep them."""
+        return self.start_models().start_rollout()
 
-        start_policies(self)
-        return self
+    def start_models(self) -> "Policy":
+        """Start the worker group and begin building its models (FSDP actor and reference) in the background.
 
-    def start_workers(self) -> "Policy":
-        """Start the worker group (Ray actors up: imports, device and process group set-up); no model yet."""
+        `start_rollout` waits for them. Several policies' models can build at once (`start_policies`).
+        """
         from verl.single_controller.ray import RayClassWithInitArgs, RayWorkerGroup
         from verl.utils.device import get_device_name
 
@@ -133,30 +132,22 @@ class Policy:
 
         role = "actor_rollout_ref" if self.uses_reference else "actor_rollout"
         worker_cls = RayClassWithInitArgs(cls=ray.remote(PolicyWorker), config=self.config.actor_rollout_ref, role=role)
-        with self.ops.timed("startup/worker_group"):
+        with self.ops.timed("startup/worker_group"):  # Ray actors up (imports, device and process group set-up)
             self.worker_group = RayWorkerGroup(
                 resource_pool=self.resource_pool,
                 ray_cls_with_init=worker_cls,
                 name_prefix=f"{self.name}_",
                 device_name=get_device_name(),
             )
-        return self
-
-    def begin_model_build(self) -> "Policy":
-        """Begin building the models (FSDP actor and reference) on every worker, in the background: `wait_models`
-        waits for them. init_model is dispatched ONE_TO_ALL without arguments, the same call on every worker."""
+        # init_model is dispatched ONE_TO_ALL without arguments: the same call on every worker, not awaited here.
         self._model_init = (time.perf_counter(), self.worker_group.execute_all_async("init_model"))
         return self
 
-    def start_models(self) -> "Policy":
-        """`start_workers`, then `begin_model_build`. Several policies' models can build at once (`start_policies`)."""
-        return self.start_workers().begin_model_build()
-
     def wait_models(self) -> "Policy":
-        """Wait until the models `begin_model_build` began building are built (nothing when they are).
+        """Wait until the models `start_models` began building are built (nothing when they are).
 
         Raises:
-            RuntimeError: when `start_workers` was not called first.
+            RuntimeError: when `start_models` was not called first.
         """
         if self._model_init is not None:
             started, refs = self._model_init
@@ -164,34 +155,24 @@ class Policy:
             self._model_init = None
             self.ops.add("startup/model_init", started)  # FSDP actor and reference: weights loaded and sharded
         elif self.worker_group is None:
-            raise RuntimeError(f"{self.name}: start_workers() must run before its models can be waited for")
+            raise RuntimeError(f"{self.name}: start_models() must run before its models can be waited for")
         return self
 
     def start_rollout(self) -> "Policy":
-        """Launch the rollout servers once the models are built (`wait_models`), then `finish_start`.
+        """Launch the rollout servers and the agent loop once the models are built (`wait_models`), then
+        sleep the engine.
 
         Raises:
-            RuntimeError: when `start_workers` was not called first.
+            RuntimeError: when `start_models` was not called first.
         """
-        self.wait_models()
-        self.launch_servers()
-        return self.finish_start()
-
-    def launch_servers(self) -> "Policy":
-        """Launch the rollout servers (verl's `LLMServerManager`: one replica per rollout world, each placed on
-        its training workers' node and devices, which it asks them for first)."""
-        from verl.workers.rollout.llm_server import LLMServerManager
-
-        with self.ops.timed("startup/rollout_servers"):  # engines: weights (dummy), KV cache, CUDA graphs
-            self.server_manager = LLMServerManager.create(config=self.config, worker_group=self.worker_group)
-        return self
-
-    def finish_start(self) -> "Policy":
-        """Once models and servers are up: the checkpoint engine and the agent loop, then the engine's first sleep."""
         from verl.checkpoint_engine import CheckpointEngineManager
         from verl.experimental.agent_loop import AgentLoopManager
         from verl.utils.config import omega_conf_to_dataclass
+        from verl.workers.rollout.llm_server import LLMServerManager
 
+        self.wait_models()
+        with self.ops.timed("startup/rollout_servers"):  # engines: weights (dummy), KV cache, CUDA graphs
+            self.server_manager = LLMServerManager.create(config=self.config, worker_group=self.worker_group)
         with self.ops.timed("startup/agent_loop"):
             self.checkpoint_manager = CheckpointEngineManager(
                 config=omega_conf_to_dataclass(self.config.actor_rollout_ref.rollout.checkpoint_engine),

@@ -23,7 +23,6 @@ import os
 from typing import Any
 
 from cpmobius.engine.naming import policy_name_of, server_name_prefix
-from cpmobius.engine.start_gate import ModelsBuiltGate
 
 JOB_ID_ENV = "VERL_RAY_JOB_ID"  # read by verl's vLLM worker extension to build the socket path
 
@@ -51,16 +50,11 @@ class PolicyNamedReplicaMixin:
         return server_name_prefix(super()._get_server_name_prefix(), self.config)  # type: ignore[misc]
 
 
-class PolicyNamedServerMixin(ModelsBuiltGate):
+class PolicyNamedServerMixin:
     """Put in front of verl's `vLLMHttpServer`: the vLLM workers it spawns (they inherit its
-    environment) build their weight-socket path from the policy-scoped job id; its engine starts once the
-    policy's models are built when the driver asks for that (`cpmobius.engine.start_gate`)."""
+    environment) build their weight-socket path from the policy-scoped job id."""
 
     config: Any
-
-    async def launch_server(self, *args: Any, **kwargs: Any) -> Any:
-        await self.wait_for_models()
-        return await super().launch_server(*args, **kwargs)  # type: ignore[misc]
 
     def _post_init(self, cuda_visible_devices: str) -> None:
         policy = policy_name_of(self.config)
