@@ -9,10 +9,11 @@ Validation is the largest generation of a CPMöbius step at the paper's batch (8
 limit. Each setting is one `python -m cpmobius.eval` run (its own process, so each engine starts on a free
 device) with ``--engine-args`` set to the setting's JSON. The default settings: vLLM as verl's rollout server
 runs it in the paper preset (256 sequences at once, chunked prefill of 8,192 tokens, a fixed 24 GiB KV
-cache), then 1,024 sequences at once (the cache holds all of validation), and each with vLLM's n-gram
-speculative decoding (proposals copied from the sequence's own earlier text, checked by the model: the
-sampled distribution is the model's own, and repetitive text, such as a response stuck until its limit,
-goes several tokens a step).
+cache), then the same with vLLM's n-gram speculative decoding (proposals copied from the sequence's own
+earlier text, checked by the model: the sampled distribution is the model's own, and repetitive text, such as
+a response stuck until its limit, goes several tokens a step). 1,024 sequences at once (the cache holds all
+of validation) was slower on one H200: 51.4 s against 41.8 s (2026-12-05); ``--setting`` runs it again:
+``seqs_1024='{"max_num_seqs": 1024, "max_num_batched_tokens": 8192, "kv_cache_memory_bytes": 25769803776}'``.
 
 Printed and written to ``<out>/bench_generation.md`` and ``.json``: per setting, the generation's seconds
 (the engine's start not counted), the engine's start and the whole run, tokens generated, tokens/s, mean
@@ -39,9 +40,7 @@ _FIXED_CACHE = {"max_num_batched_tokens": 8192, "kv_cache_memory_bytes": 24 * 10
 _NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 DEFAULT_SETTINGS = {
     "verl_256": {"max_num_seqs": 256, **_FIXED_CACHE},
-    "seqs_1024": {"max_num_seqs": 1024, **_FIXED_CACHE},
     "verl_256_ngram": {"max_num_seqs": 256, **_FIXED_CACHE, "speculative_config": _NGRAM},
-    "seqs_1024_ngram": {"max_num_seqs": 1024, **_FIXED_CACHE, "speculative_config": _NGRAM},
 }
 
 
