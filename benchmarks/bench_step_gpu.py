@@ -222,9 +222,9 @@ def run_yardstick(loop: Any, steps: int, prompts: int, memory: MemorySampler) ->
         batch = player.generate(messages, n=n)
         texts, _ = player.decode_responses(batch)
         grading_started = time.perf_counter()
-        graded = grade_batch(golds, texts).results
+        graded = grade_batch(golds, texts)
         grading = time.perf_counter() - grading_started
-        agrees = [bool(r.correct) for r in graded]
+        agrees = [bool(r.correct) for r in graded.results]
         mask = batch.batch["response_mask"]
         batch.batch["advantages"] = grpo_advantages(
             player_token_rewards(agrees, mask), mask, batch.non_tensor_batch["uid"]
@@ -242,7 +242,7 @@ def run_yardstick(loop: Any, steps: int, prompts: int, memory: MemorySampler) ->
                 "ops": ops,
                 "grading_s": grading,
                 # a comparison past the grader's deadline holds its whole batch until then (10 s by default)
-                "grading_timeouts": sum(r.status == "timeout" for r in graded),
+                "grading_timeouts": graded.counts["timeout"],
                 "engine_switches": player.guard.switches - switches,
                 "reward_mean": sum(agrees) / len(agrees),
                 "tokens": int(mask.sum()),
@@ -376,7 +376,7 @@ def summarize(
                 f"| {y['step']} | {y['timing_s/step']:.1f} | {o.get('generate', 0):.1f} | "
                 f"{o.get('log_prob', 0) + o.get('ref_log_prob', 0):.1f} | "
                 f"{o.get('update', 0):.1f} | {o.get('wake', 0) + o.get('sleep', 0):.1f} | "
-                f"{y['grading_s']:.1f} ({y.get('grading_timeouts', 0)}) | "
+                f"{y['grading_s']:.1f} ({y['grading_timeouts']}) | "
                 f"{100 * y['overhead_share']:.1f} % | {y['tokens']:,} | {y['engine_switches']} |"
             )
         text.append("")
