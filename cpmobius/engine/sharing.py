@@ -98,11 +98,11 @@ def start_policies(*policies: Policy) -> tuple[Policy, ...]:
 
     Building the FSDP models needs no exclusive device, so the policies build theirs concurrently (one H200,
     both at the 1.5B shape: 70.6 + 60.3 s one after the other, 101.5 s of wall clock at once — host copies for
-    the offload contend). The rollout servers start once every
-    model is built: at once when no engine sizes its KV cache from a memory profile
-    (`Policy.profiles_memory_at_start`: vLLM given ``engine_kwargs.vllm.kv_cache_memory_bytes``, or the
-    CPU platform's servers), else one policy at a time — vLLM's profile fails ("Error in memory profiling")
-    when another process frees device memory meanwhile (another engine going to sleep after its start).
+    the offload contend). The rollout servers start once every model is built: at once when no engine sizes
+    its KV cache from a memory profile (`Policy.profiles_memory_at_start`: vLLM given
+    ``engine_kwargs.vllm.kv_cache_memory_bytes``, or the CPU platform's servers), else one policy at a time —
+    vLLM's profile fails ("Error in memory profiling") when another process frees device memory meanwhile
+    (another engine going to sleep after its start).
     One H200, 1.5B shape: the two vLLM servers took 105 + 98 s one after the other, 130 and 129 s side by
     side (start-up 287 s → 195 s). Starting each server's process during its policy's build, its engine once
     the build was done, measured no gain (195.2 s against 195.3): a server can only start once verl has the
