@@ -196,6 +196,10 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     configs = build_policy_configs(cfg)
     check_kernel_packages(configs)  # Liger, which verl would import only inside a worker's model build
     print(check_checkpoint_space(cfg, configs), flush=True)  # before any model loads
+    if str(cfg.backend.platform) == "cpu":  # the exact figures of a CPU run depend on these kernels
+        from cpmobius.cpu_kernels import cpu_kernels
+
+        print(f"[cpmobius] CPU kernels: {cpu_kernels()}", flush=True)
     loop, state = None, None
     try:
         loop = build_loop(cfg, settings=settings, configs=configs)
