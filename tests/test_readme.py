@@ -180,15 +180,37 @@ def test_readme_is_the_front_door_of_at_most_250_lines():
     )
 
 
-def test_relative_links_of_the_readme_and_docs_point_at_files_that_exist():
-    """A moved page or results folder leaves no dead link behind (links only, not code spans)."""
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    anchors = set()
+    in_code = False
+    for line in markdown.splitlines():
+        in_code ^= line.startswith("```")
+        if not in_code and re.match(r"^#{1,6} ", line):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def test_relative_links_of_the_readme_and_docs_point_at_files_and_headings_that_exist():
+    """A moved page, results folder or renamed heading leaves no dead link behind (links only, not code spans)."""
     link = re.compile(r"\]\(([^)\s]+)\)")
     for path in PAGES:
         for target in link.findall(path.read_text(encoding="utf-8")):
-            if target.startswith(("http://", "https://", "#", "mailto:")):
+            if target.startswith(("http://", "https://", "mailto:")):
                 continue
-            file_part = target.split("#", 1)[0]
-            assert (path.parent / file_part).exists(), f"{_page_name(path)}: dead link {target}"
+            file_part, _, anchor = target.partition("#")
+            linked = path.parent / file_part if file_part else path
+            assert linked.exists(), f"{_page_name(path)}: dead link {target}"
+            if anchor and linked.suffix == ".md":
+                assert anchor in heading_anchors(linked.read_text(encoding="utf-8")), (
+                    f"{_page_name(path)}: {target} names no heading of {linked.name}"
+                )
+
+
+def test_heading_anchors_follow_githubs_rule():
+    page = "# The two commands\n```bash\n# not a heading\n```\n### Newest (2026-12-05, two bursts): Liger's kernels\n"
+    assert heading_anchors(page) == {"the-two-commands", "newest-2026-12-05-two-bursts-ligers-kernels"}
 
 
 def test_parser_reads_the_three_markers():
@@ -334,11 +356,40 @@ def step_rows(text: str) -> list[list[str]]:
     return rows
 
 
+KERNELS = re.compile(r"\[cpmobius\] CPU kernels: ([^`\n]+)")
+
+
+def kernels_of(text: str) -> str | None:
+    """The ``[cpmobius] CPU kernels: ...`` line's value in a run's output or the README (None when absent)."""
+    match = KERNELS.search(text)
+    return match[1].strip() if match else None
+
+
+def column(rows: list[list[str]], name: str) -> list[float]:
+    """One column of `step_rows` output as numbers, the README table's header naming it (``-`` rows left out)."""
+    readme = README.read_text(encoding="utf-8")
+    header = next(ln.split() for ln in readme.splitlines() if ln.split()[:2] == ["step", "val_acc"])
+    index = [n for n in header if n not in TIMING_COLUMNS].index(name)
+    return [float(row[index]) for row in rows if row[index] != "-"]
+
+
 def assert_the_readme_table_reproduces(output: str) -> None:
-    """The default run's table equals the README's, row for row, timing columns aside (the README's claim)."""
+    """The default run's table equals the README's, row for row, timing columns aside, on the CPU kernels the
+    README names (`cpmobius.cpu_kernels`); on other kernels the figures differ and the README's claims about
+    them must still hold: 16 rows, validation accuracy ends above where it started, and the Coach's mean
+    problem level over the last three steps is above that over the first three."""
     readme = README.read_text(encoding="utf-8")
     table = next(b for b in parse_readme(readme) if b.info == "text" and "step val_acc" in "\n".join(b.lines))
     expected, got = step_rows("\n".join(table.lines)), step_rows(output)
+    made_on, this_run = kernels_of(readme), kernels_of(output)
+    assert made_on and this_run, "the README or the run does not name its CPU kernels"
+    if this_run != made_on:
+        print(f"CPU kernels {this_run!r}, not the README's {made_on!r}: its claims checked, not its figures")
+        assert [r[0] for r in got] == [r[0] for r in expected], "the run's steps are not the README's"
+        accuracy, level = column(got, "val_acc"), column(got, "c_level")
+        assert accuracy[-1] > accuracy[0], f"validation accuracy did not rise: {accuracy}"
+        assert sum(level[-3:]) > sum(level[:3]), f"the Coach's problem level did not rise: {level}"
+        return
     assert len(expected) >= 2 and got == expected, "\n".join(
         ["the default run's table differs from the README's (timings aside):", "README:"]
         + [" ".join(r) for r in expected]
@@ -356,3 +407,21 @@ def test_the_table_reader_drops_timings_and_stops_at_the_table_end():
     assert any(DEFAULT_RUN in script_of(b).splitlines() for b in RUNNABLE), "the default run is not among the blocks"
     readme_rows = step_rows(README.read_text(encoding="utf-8"))
     assert [row[0] for row in readme_rows] == [str(i) for i in range(len(readme_rows))] and len(readme_rows) == 16
+
+
+def test_the_table_is_compared_whole_on_the_readmes_kernels_and_by_its_claims_elsewhere():
+    """Same kernels: every figure must match. Other kernels: figures may move, the README's claims may not."""
+    readme = README.read_text(encoding="utf-8")
+    table = "\n".join(next(b for b in parse_readme(readme) if b.info == "text" and "step val_acc" in b.lines[0]).lines)
+    made_on = kernels_of(readme)
+    assert made_on, "the README does not name the CPU kernels its table was made on"
+    assert_the_readme_table_reproduces(f"[cpmobius] CPU kernels: {made_on}\n{table}")
+    lines = table.splitlines()
+    first, last = lines[1].split(), lines[-1].split()
+    moved = table.replace(lines[-1], lines[-1].replace(last[1], f"{float(last[1]) + 0.001:.3f}", 1))
+    with pytest.raises(AssertionError, match="differs from the README"):
+        assert_the_readme_table_reproduces(f"[cpmobius] CPU kernels: {made_on}\n{moved}")
+    assert_the_readme_table_reproduces(f"[cpmobius] CPU kernels: other\n{moved}")  # a figure moved, the claims hold
+    fell = table.replace(lines[-1], lines[-1].replace(last[1], f"{float(first[1]) - 0.001:.3f}", 1))
+    with pytest.raises(AssertionError, match="did not rise"):
+        assert_the_readme_table_reproduces(f"[cpmobius] CPU kernels: other\n{fell}")
