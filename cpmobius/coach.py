@@ -82,7 +82,7 @@ _LEAK = re.compile(
     + LINE_START
     + r")(?:#+[^\S\n]*+|\*\*)?(?:final\s+)?(?:answer|solution)\b[^\S\n]*+(?:\*\*)?[^\S\n]*+(?:[:.=]|\n|$)"
     r"|" + _LABEL_START + _LABEL + r"(?:answer|ans|solution|result|output)\b(?:\*\*|__|\})?[^\S\n]*+"
-    r"(?:[:=\u2014\u2013]|-(?=\s)|\.(?=[^\S\n]))"
+    r"(?:[:=\u2014\u2013\uff1a]|-(?=\s)|\.(?=[^\S\n]))"
     + _LEAK_VALUE
     + r"|"
     + _LABEL_START

@@ -168,7 +168,7 @@ _ASKING = re.compile(
 # "We get") and which only asserts its value. "Its length is 5.", "The total is 12." and "It is
 # given that x + 2 = 5." are data, not answers.
 _STATED_VALUE = re.compile(
-    r"^\W{0,3}(?:(?:hint|note)\s*+:\s*+)?(?:(?:it|this|that|which)\s+(?:is|equals?|was|will\s+be|comes\s+to)"
+    r"^\W{0,3}(?:(?:hint|note)\s*+:\s*+)?(?:(?:it|this|that|which)(?:\s+(?:is|equals?|was|will\s+be|comes\s+to)|['\u2019]s)"
     r"|the\s+(?:final\s+|correct\s+|exact\s+)?(?:answer|result|value|solution)\s+(?:is|equals?|was|will\s+be|comes\s+to)"
     r"|(?:so\s+|then\s+)?we\s+(?:get|obtain|find|have))\s*+:?\s*+" + _VALUE,
     re.IGNORECASE,

@@ -44,6 +44,7 @@ LABELLED = [
     "Find $x$ such that $x + 2 = 5$. Solution: x = 3",
     "Compute $17 \\times 3$.\n\n(Answer: 51)",
     "What is 17 × 3? The correct answer is 51.",
+    "What is 17 × 3? Answer\uff1a 51",  # a full-width colon
 ]
 
 # A sentence after the one that asks ("?" or an imperative), whose subject is the asked quantity and
@@ -59,6 +60,8 @@ STATED = [
     "Determine 7 + 8. That is 15.",
     "Simplify 6/8. It is 3/4.",
     "What is 17 × 3? It is 51.",
+    "What is 17 × 3? It's 51.",
+    "Compute 17 × 3. That\u2019s 51.",
 ]
 
 
@@ -91,6 +94,8 @@ LEGIT = [
     "How many solutions does the equation x^2 = 4 have? Give the number of solutions.",
     "Find the number of solutions: $x^2 = 4$.",
     "A number is doubled and the result is 14. What is the number?",
+    "Find the area. It's a rectangle of length 5 and width 3.",
+    "It's 5 km from A to B. How long does the walk take at 4 km/h?",
     "A number is doubled. The result is 14. What is the number?",
     "The answer is a positive integer. Find n such that n^2 = 49.",
     "A solution of salt water is 10% salt. How much water must be added to 5 L of it to make it 5% salt?",

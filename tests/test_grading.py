@@ -107,6 +107,8 @@ def test_connected_boxes_are_one_explicit_multi_answer():
         (r"so \fbox{6}", "6"),
         (r"first \boxed{5} then \boxed", None),  # cut off right after \boxed
         (r"\boxed{\boxed{8}}", "8"),
+        ("It`s easy: the answer is \\boxed{5}.", "5"),  # a lone backtick is text, not a code span
+        ("`\\boxed{x}` names it; then ` and \\boxed{9}", "9"),  # the third backtick has no partner
         ("", None),
         (None, None),
     ],
@@ -118,6 +120,8 @@ def test_connected_boxes_are_one_explicit_multi_answer():
         "fbox",
         "cut-after-boxed",
         "nested",
+        "lone-backtick",
+        "unpaired-backtick",
         "empty",
         "none",
     ],

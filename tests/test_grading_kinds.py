@@ -1,9 +1,11 @@
-r"""Grader fault kinds 6–9 (cpmobius.grading), each through reward, vote and CLI.
+r"""Grader fault kinds 6–11 (cpmobius.grading), each through reward, vote and CLI.
 
 6. two different exact values that are both tiny were equal (an absolute tolerance);
 7. the same answer boxed twice (`\boxed{12} \boxed{12}`) was the list `12, 12`;
 8. a mixed number with a space lost it (`3 1/2` read as 31/2);
-9. a repeating decimal lost its point (`0.\overline{1}` read as 0).
+9. a repeating decimal lost its point (`0.\overline{1}` read as 0);
+10. a space between two letters made equal answers unequal (`e^{i t}` against `e^{it}`);
+11. prime marks were dropped (`f'(x)=2x` equal to `f(x)=2x`; `x^{\prime}` unequal to `x'`).
 
 Several members of each kind, with the value worked out by hand in the comment or the id. Pairs
 the fast path cannot parse (factorials, `\log`) go to math-verify in the worker pool.
@@ -485,6 +487,7 @@ def test_extraction_is_linear():
     assert extract_answer("\\boxed{" * 20000) is None  # every box truncated
     assert extract_answer("x " + "\\boxed{1}, " * 20000) == "1"  # the same answer boxed again and again
     assert extract_answer("`\\boxed{2}` " * 20000 + " \\boxed{3}") == "3"  # boxes in code spans, one line
+    assert extract_answer("`" + " \\boxed{2}" * 20000) == "2"  # one lone backtick, then boxes: text, not code
     assert time.monotonic() - start < 5.0  # quadratic extraction took minutes on these
 
 
@@ -598,3 +601,37 @@ def test_plain_text_functions_grade_by_value(gold, answer):
 )
 def test_an_unbraced_box_cut_off_mid_answer_is_no_answer(response, answer):
     assert extract_answer(response) == answer
+
+
+# Spaces and prime marks: math-verify read `e^{i t}` apart from `e^{it}` (a space between two letters), and
+# drops prime marks (`f'(x)=2x` read as `f(x)=2x`).
+SAME_UP_TO_SPACES = [
+    (r"e^{it}", r"e^{i t}"),
+    ("x+iy", "x + i y"),
+    (r"e^{-it}", r"e^{-i t}"),
+    (r"\frac{4A}{3+3i}e^{it}", r"\frac{4 A}{3+3 i} e^{i t}"),  # a benchmark's gold against its solution's form
+    ("x'", r"x^{\prime}"),
+    ("y''+y=0", r"y^{\prime\prime} + y = 0"),
+]
+DIFFERENT_MARKS = [("f'(x)=2x", "f(x)=2x"), ("y''+y=0", "y+y=0"), ("x'", "x"), ("y''", "y'")]
+
+
+@pytest.mark.parametrize("gold, answer", SAME_UP_TO_SPACES)
+def test_spaces_in_math_and_prime_spellings_change_nothing(gold, answer):
+    assert grade(gold, boxed(answer)).correct and grade(answer, boxed(gold)).correct
+    assert answers_equivalent(gold, answer)
+    assert majority_vote([boxed(gold), boxed(answer), boxed("7")]).pass_rate == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("gold, answer", DIFFERENT_MARKS)
+def test_prime_marks_are_part_of_the_answer(gold, answer):
+    assert grade(gold, boxed(answer)).status == "ok" and not grade(gold, boxed(answer)).correct
+    assert not answers_equivalent(gold, answer)
+
+
+@pytest.mark.parametrize(
+    "answer, kept",
+    [(r"\cdot x", r"\cdot x"), (r"\text{Nan Yang}", r"\text{Nan Yang}"), ("Nan Yang", "Nan Yang")],
+)
+def test_spaces_that_carry_meaning_stay(answer, kept):
+    assert canonicalize(answer) == kept

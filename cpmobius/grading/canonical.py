@@ -189,6 +189,27 @@ _PI_WORD_RE = re.compile(r"(?<![\\A-Za-z])pi(?![A-Za-z])")
 _INF_WORD_RE = re.compile(r"(?<![\\A-Za-z])(?:infinity|inf)(?![A-Za-z])", re.I)
 _BARE_POINT_RE = re.compile(r"(\d)\.(?![\d])")
 _SPACE_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
+_LETTER_SPACE_RE = re.compile(r"(\\?[A-Za-z]+) (?=([A-Za-z]+))")  # a word, one space, a word
+_PRIME_GROUP_RE = re.compile(r"\^\{((?:\s*\\prime)+)\s*\}")  # x^{\prime}, y^{\prime\prime}
+_PRIMED_LETTER_RE = re.compile(r"(?<![A-Za-z\\])([A-Za-z])('+)")
+
+
+def _join_single_letter(m: re.Match) -> str:
+    """Drop the space after a word when either side is one letter (`i t` → `it`, `x + i y` → `x+iy`),
+    never after a command (`\\cdot x`) nor between two longer words (`Nan Yang`)."""
+    left, right = m.group(1), m.group(2)
+    return left if not left.startswith("\\") and (len(left) == 1 or len(right) == 1) else left + " "
+
+
+def prime_marks(canonical: str) -> list[str]:
+    """The primed letters of a canonical answer in order (`f'(x)+y''` → ["f'", "y''"]): math-verify drops
+    prime marks (`f'(x)=2x` read as `f(x)=2x`), so two answers whose marks differ are different answers.
+    Text answers are left alone (an apostrophe in words is not a prime)."""
+    if "\\text" in canonical:
+        return []
+    return [letter + marks for letter, marks in _PRIMED_LETTER_RE.findall(canonical)]
+
+
 _FRAC_DIGITS_RE = re.compile(r"\\frac(\d)(\d)")
 _FRAC_DIGIT_BRACE_RE = re.compile(r"\\frac(\d)\{")
 _FRAC_BRACE_DIGIT_RE = re.compile(r"\\frac(\{[^{}]*\})(\d)")
@@ -333,7 +354,11 @@ def canonicalize(ans: str) -> str:
         s = re.sub(re.escape(a) + r"(?![A-Za-z])", lambda _m, b=b: b, s)
     s = s.replace("*", "\\cdot ")
     s = _SCI_RE.sub(r"\1\\times10^{\2}", s)
+    s = _PRIME_GROUP_RE.sub(lambda m: "'" * m.group(1).count("\\prime"), s).replace("^\\prime", "'")
     s = _SPACE_RE.sub("", " ".join(s.split()))
+    if "\\text" not in s and "\\operatorname" not in s:
+        # CPMöbius: spaces in math are not meaning: `e^{i t}` is `e^{it}` (math-verify read the two apart)
+        s = _LETTER_SPACE_RE.sub(_join_single_letter, s)
     s = s.replace("+-", "-").replace("-+", "-")
     s = _BARE_POINT_RE.sub(r"\1", s)
     s = _FRAC_DIGITS_RE.sub(r"\\frac{\1}{\2}", s)

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import isolation
 from .arithmetic import decimal_info
-from .canonical import MAX_ANSWER_CHARS, canonicalize, is_placeholder
+from .canonical import MAX_ANSWER_CHARS, canonicalize, is_placeholder, prime_marks
 from .fast_path import TOO_BIG, fast_verdict
 from .results import DEFAULT_TIMEOUT_S, check_mode
 
@@ -63,6 +63,9 @@ def judge(pairs: list[tuple[str, str]], *, symmetric: bool, timeout_s: float) ->
     for i, (a, b) in enumerate(pairs):
         if a != b and max(len(a), len(b)) > MAX_ANSWER_CHARS:
             out[i] = ("timeout", False)  # CPMöbius: over-long answers are never parsed (bounded time)
+            continue
+        if a != b and prime_marks(a) != prime_marks(b):
+            out[i] = ("ok", False)  # CPMöbius: `f'(x)=2x` is not `f(x)=2x` (math-verify drops the marks)
             continue
         v = fast_verdict(a, b)
         if v is TOO_BIG:

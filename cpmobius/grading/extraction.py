@@ -48,15 +48,23 @@ def _boxes(text: str) -> list[tuple[int, int, str | None]]:
     out: list[tuple[int, int, str | None]] = []
     n = len(text)
     ends = brace_ends(text) if "{" in text else {}
-    scanned, in_code = 0, False  # code-span state at text[scanned], updated incrementally
+    scanned, opened = 0, False  # an odd number of backticks on the line before text[scanned]; updated incrementally
+    next_tick = next_newline = -1  # the first backtick / newline at or after the current box (cached: linear time)
     for m in _BOX_RE.finditer(text):
         newline = text.rfind("\n", scanned, m.start())
         if newline >= 0:
-            scanned, in_code = newline + 1, False
-        in_code ^= text.count("`", scanned, m.start()) % 2 == 1
+            scanned, opened = newline + 1, False
+        opened ^= text.count("`", scanned, m.start()) % 2 == 1
         scanned = m.start()
-        if in_code:
-            continue  # inside a `code span`: a mention, not an answer
+        if opened:
+            if next_tick < m.start():
+                next_tick = text.find("`", m.start())
+            if next_newline < m.start():
+                next_newline = text.find("\n", m.start())
+            # A backtick opens a code span only when a closing one follows on its line (Markdown): a lone
+            # apostrophe-like backtick ("It`s") is text, and a box after it is an answer.
+            if next_tick >= 0 and (next_newline < 0 or next_tick < next_newline):
+                continue  # inside a `code span`: a mention, not an answer
         j = m.end()
         while j < n and text[j] in " \t\n":
             j += 1
