@@ -635,3 +635,10 @@ def test_prime_marks_are_part_of_the_answer(gold, answer):
 )
 def test_spaces_that_carry_meaning_stay(answer, kept):
     assert canonicalize(answer) == kept
+
+
+@pytest.mark.parametrize(
+    "gold, answer, correct", [("12", "**12**", True), ("2^3", "2**3", True), ("13", "**12**", False)]
+)
+def test_markdown_bold_around_an_answer_is_emphasis(gold, answer, correct):
+    assert grade(gold, boxed(answer)).correct is correct

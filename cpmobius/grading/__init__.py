@@ -125,7 +125,8 @@ primes `f'`, `x^{\prime}`       `^{\prime}` is `'`; answers whose primed      x^
                                 drops the marks)                              y'' ≠ y'
 emphasis `\underline{12}`       font, emphasis and colour wrappers and        \boldsymbol{12} =
                                 old-style declarations (`\bf`, `\it`) are     \textcolor{blue}{12}
-                                dropped                                       = \bf 12 = 12 ≠ 13
+                                dropped, as is Markdown bold around the       = \bf 12 = **12** = 12
+                                whole answer (`2**3` stays a power)           ≠ 13
 typography `3²`, `a₁`           unicode super-/subscripts: `^{..}`, `_{..}`;  10⁻² = 10^{-2};
                                 −, ×, ÷, √, π, ≤, ≥, ∅, …, ∈, ± as LaTeX      6÷3 = 2
 empty set                       `\varnothing`, `\{\}`, `∅` are `\emptyset`    ∅ = \{\} ≠ \{0\}

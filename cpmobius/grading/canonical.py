@@ -345,6 +345,8 @@ def canonicalize(ans: str) -> str:
     while m := _UNIT_TEXT_RE.match(s):
         s = m.group(1)
     s = _UNIT_WORD_RE.sub("", s).strip()
+    if len(s) > 4 and s.startswith("**") and s.endswith("**") and "**" not in s[2:-2]:
+        s = s[2:-2].strip()  # Markdown bold around the whole answer (`**12**`) is emphasis, not a power
     s = s.replace("**", "^")
     s = _replace_calls(s, _CODE_CALL_RE, _CODE_CALLS)
     s = _CODE_FUNC_RE.sub(r"\\\1", s)
