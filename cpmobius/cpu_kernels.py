@@ -1,7 +1,7 @@
 """Which CPU kernels this machine's torch runs: what a CPU run's exact figures depend on.
 
 Two runs of the embedded default with the same seed, code and package versions give the same table on
-machines whose torch picks the same kernels, and different figures (not a different trend) elsewhere: torch
+machines whose torch picks the same kernels, and different figures elsewhere (the README says how much): torch
 chooses its vectorised kernels by the CPU's instruction set (AVX2, AVX-512, ...), MKL its matrix products by
 the CPU's vendor and instruction set, and both sum in an order that depends on the thread count. Measured on
 2026-12-05: the same commit, seed and packages gave step-0 validation accuracy 0.330 on an AMD EPYC with

@@ -631,7 +631,13 @@ def test_prime_marks_are_part_of_the_answer(gold, answer):
 
 @pytest.mark.parametrize(
     "answer, kept",
-    [(r"\cdot x", r"\cdot x"), (r"\text{Nan Yang}", r"\text{Nan Yang}"), ("Nan Yang", "Nan Yang")],
+    [
+        (r"\cdot x", r"\cdot x"),
+        (r"\text{Nan Yang}", r"\text{Nan Yang}"),
+        ("Nan Yang", "Nan Yang"),
+        ("x and y", "x and y"),
+        ("A or B", "A or B"),
+    ],
 )
 def test_spaces_that_carry_meaning_stay(answer, kept):
     assert canonicalize(answer) == kept

@@ -117,9 +117,9 @@ clock times `7:15 PM`           a meridiem (`PM`, `p.m.`, `pm`, `\text{PM}`)  7:
                                                                               12:30 AM = 0:30
 imaginary unit `i`              i is the imaginary unit, never a variable     i^{5} = 1i = i;
                                                                               (2-i)(2+i) = 5
-spaces in math `e^{i t}`        a space next to a one-letter word is          e^{i t} = e^{it};
-                                dropped (not after a command, not inside      x + i y = x+iy;
-                                `\text{}`, not between longer words)          Nan Yang stays
+spaces in math `e^{i t}`        a space between two one-letter words is       e^{i t} = e^{it};
+                                dropped (not inside `\text{}`); next to a     x + i y = x+iy;
+                                longer word or after a command it stays       x and y stays
 primes `f'`, `x^{\prime}`       `^{\prime}` is `'`; answers whose primed      x^{\prime} = x';
                                 letters differ are different (math-verify     f'(x)=2x ≠ f(x)=2x;
                                 drops the marks)                              y'' ≠ y'

@@ -189,16 +189,16 @@ _PI_WORD_RE = re.compile(r"(?<![\\A-Za-z])pi(?![A-Za-z])")
 _INF_WORD_RE = re.compile(r"(?<![\\A-Za-z])(?:infinity|inf)(?![A-Za-z])", re.I)
 _BARE_POINT_RE = re.compile(r"(\d)\.(?![\d])")
 _SPACE_RE = re.compile(r"(?<![A-Za-z]) | (?![A-Za-z])")
-_LETTER_SPACE_RE = re.compile(r"(\\?[A-Za-z]+) (?=([A-Za-z]+))")  # a word, one space, a word
+_LETTER_SPACE_RE = re.compile(r"(\\?[A-Za-z]+) (?=([A-Za-z]+))")  # a word (or command), one space, a word
 _PRIME_GROUP_RE = re.compile(r"\^\{((?:\s*\\prime)+)\s*\}")  # x^{\prime}, y^{\prime\prime}
 _PRIMED_LETTER_RE = re.compile(r"(?<![A-Za-z\\])([A-Za-z])('+)")
 
 
 def _join_single_letter(m: re.Match) -> str:
-    """Drop the space after a word when either side is one letter (`i t` → `it`, `x + i y` → `x+iy`),
-    never after a command (`\\cdot x`) nor between two longer words (`Nan Yang`)."""
+    """Drop the space between two one-letter words (`i t` → `it`, `x + i y` → `x+iy`); a space after a command
+    (`\\cdot x`) or next to a longer word (`x and y`, `Nan Yang`) stays."""
     left, right = m.group(1), m.group(2)
-    return left if not left.startswith("\\") and (len(left) == 1 or len(right) == 1) else left + " "
+    return left if len(left) == 1 and len(right) == 1 else left + " "
 
 
 def prime_marks(canonical: str) -> list[str]:
