@@ -88,6 +88,12 @@ _LEAK = re.compile(
     + _LABEL_START
     + _LABEL
     + r"answer\s+is"
+    + _LEAK_VALUE
+    # right after the question, the bare label and a value ("What is 17 × 3? Answer 51"), and a question-and-
+    # answer pair ("Q: What is 17 × 3? A: 51"; options "A: 51, B: 52" without a leading "Q:" are not this)
+    + r"|(?<=\?)\s*+(?:answer|ans)\b[^\S\n]++"
+    + _LEAK_VALUE
+    + r"|^\W{0,3}q\s*+[:.][^?]*+\?\s*+a\s*+[:.]"
     + _LEAK_VALUE,
     re.IGNORECASE,
 )

@@ -45,6 +45,8 @@ LABELLED = [
     "Compute $17 \\times 3$.\n\n(Answer: 51)",
     "What is 17 × 3? The correct answer is 51.",
     "What is 17 × 3? Answer\uff1a 51",  # a full-width colon
+    "What is 17 × 3? Answer 51",
+    "Q: What is 17 × 3? A: 51",
 ]
 
 # A sentence after the one that asks ("?" or an imperative), whose subject is the asked quantity and
@@ -96,6 +98,8 @@ LEGIT = [
     "A number is doubled and the result is 14. What is the number?",
     "Find the area. It's a rectangle of length 5 and width 3.",
     "It's 5 km from A to B. How long does the walk take at 4 km/h?",
+    "Which is larger? A: 51 or B: 52",  # options, no "Q:" label
+    "What is 17 × 3? Answer in words.",
     "A number is doubled. The result is 14. What is the number?",
     "The answer is a positive integer. Find n such that n^2 = 49.",
     "A solution of salt water is 10% salt. How much water must be added to 5 L of it to make it 5% salt?",
