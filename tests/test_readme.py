@@ -365,10 +365,15 @@ def kernels_of(text: str) -> str | None:
     return match[1].strip() if match else None
 
 
-def column(rows: list[list[str]], name: str) -> list[float]:
-    """One column of `step_rows` output as numbers, the README table's header naming it (``-`` rows left out)."""
-    readme = README.read_text(encoding="utf-8")
-    header = next(ln.split() for ln in readme.splitlines() if ln.split()[:2] == ["step", "val_acc"])
+def readme_table() -> str:
+    """The README's step table (the text block whose header starts ``step val_acc``)."""
+    blocks = parse_readme(README.read_text(encoding="utf-8"))
+    return "\n".join(next(b for b in blocks if b.info == "text" and "step val_acc" in "\n".join(b.lines)).lines)
+
+
+def column(rows: list[list[str]], table: str, name: str) -> list[float]:
+    """One column of `step_rows` output as numbers, ``table``'s header naming it (``-`` rows left out)."""
+    header = next(ln.split() for ln in table.splitlines() if ln.split()[:2] == ["step", "val_acc"])
     index = [n for n in header if n not in TIMING_COLUMNS].index(name)
     return [float(row[index]) for row in rows if row[index] != "-"]
 
@@ -378,15 +383,14 @@ def assert_the_readme_table_reproduces(output: str) -> None:
     README names (`cpmobius.cpu_kernels`); on other kernels the figures differ and the README's claims about
     them must still hold: 16 rows, validation accuracy ends above where it started, and the Coach's mean
     problem level over the last three steps is above that over the first three."""
-    readme = README.read_text(encoding="utf-8")
-    table = next(b for b in parse_readme(readme) if b.info == "text" and "step val_acc" in "\n".join(b.lines))
-    expected, got = step_rows("\n".join(table.lines)), step_rows(output)
-    made_on, this_run = kernels_of(readme), kernels_of(output)
+    table = readme_table()
+    expected, got = step_rows(table), step_rows(output)
+    made_on, this_run = kernels_of(README.read_text(encoding="utf-8")), kernels_of(output)
     assert made_on and this_run, "the README or the run does not name its CPU kernels"
     if this_run != made_on:
         print(f"CPU kernels {this_run!r}, not the README's {made_on!r}: its claims checked, not its figures")
         assert [r[0] for r in got] == [r[0] for r in expected], "the run's steps are not the README's"
-        accuracy, level = column(got, "val_acc"), column(got, "c_level")
+        accuracy, level = column(got, table, "val_acc"), column(got, table, "c_level")
         assert accuracy[-1] > accuracy[0], f"validation accuracy did not rise: {accuracy}"
         assert sum(level[-3:]) > sum(level[:3]), f"the Coach's problem level did not rise: {level}"
         return
@@ -411,9 +415,8 @@ def test_the_table_reader_drops_timings_and_stops_at_the_table_end():
 
 def test_the_table_is_compared_whole_on_the_readmes_kernels_and_by_its_claims_elsewhere():
     """Same kernels: every figure must match. Other kernels: figures may move, the README's claims may not."""
-    readme = README.read_text(encoding="utf-8")
-    table = "\n".join(next(b for b in parse_readme(readme) if b.info == "text" and "step val_acc" in b.lines[0]).lines)
-    made_on = kernels_of(readme)
+    table = readme_table()
+    made_on = kernels_of(README.read_text(encoding="utf-8"))
     assert made_on, "the README does not name the CPU kernels its table was made on"
     assert_the_readme_table_reproduces(f"[cpmobius] CPU kernels: {made_on}\n{table}")
     lines = table.splitlines()
