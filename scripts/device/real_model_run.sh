@@ -64,6 +64,18 @@ show_steps() {  # the step table as the driver prints it, and the last lines of 
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
 }
 
+ckpt_watch() {  # while the loop runs: each new checkpoint folder's size and its files' first/last write times
+  until grep -q "loop: exit" $WORK/pipeline.log 2>/dev/null; do
+    for d in $WORK/run/global_step_*; do
+      [ -d "$d" ] || continue
+      grep -q "^$(basename "$d") " $WORK/saves.txt 2>/dev/null && continue
+      sleep 3  # the folder appears by rename, written whole; the tracker file follows
+      echo "$(basename "$d") bytes=$(du -sb "$d" | cut -f1) first_write=$(find "$d" -type f -printf '%T@\n' | sort -n | head -1) last_write=$(find "$d" -type f -printf '%T@\n' | sort -n | tail -1) seen=$(date +%s)" >> $WORK/saves.txt
+    done
+    sleep 2
+  done
+}
+
 prepare() {  # install vLLM (once per machine), copy the benchmark files, assemble and convert the staged model
   local start=$(date +%s) t
   if [ ! -f /tmp/vsite.env ]; then
@@ -113,46 +125,57 @@ start)
   setsid nohup nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 1000 > $WORK/gpu_mem.csv 2>/dev/null < /dev/null &
   # One background pipeline (setsid: it outlives this call): the loop, then the merge of its last Player
   # checkpoint and the trained model's evaluation, so no call boundary decides what gets measured. The
-  # base model's evaluation runs beside the loop on a small share of the GPU, but only once the loop's
-  # engines are up: vLLM sizes its KV cache from a memory profile taken at start-up and aborts ("Error in
-  # memory profiling") when another process frees GPU memory meanwhile (met on 2026-12-01: the base
-  # evaluation finished while the loop's second engine was profiling).
+  # base model's evaluation starts when the loop ends, beside the merge and the trained evaluation: beside
+  # the loop it would not fit an 80 GB card at the 1.5B shape (the loop's peak was 68.6 GiB), and a vLLM
+  # engine that profiles memory while another process frees some aborts ("Error in memory profiling").
   setsid nohup bash "$0" pipeline > $WORK/pipeline.log 2>&1 < /dev/null &
-  setsid nohup bash "$0" base_eval > $WORK/eval_base.log 2>&1 < /dev/null &
-  echo "started at $(date +%T): training loop ($STEPS steps) → merge → trained evaluation, and the base evaluation once the loop's engines are up; $(( $(date +%s) - start )) s"
+  echo "started at $(date +%T): training loop ($STEPS steps) → merge → trained evaluation, beside the base evaluation; $(( $(date +%s) - start )) s"
   sleep 30; show_steps ;;
 
-base_eval)  # started by `start`: waits for the loop's first validation row (engines up) or its end
+base_eval)  # started by the pipeline once the loop has ended
   env_setup
   base=$(python3 -m cpmobius.models path "$MODEL") || exit 5
-  until grep -qE "^ +0 +[0-9.]+ " $WORK/train.log 2>/dev/null || grep -q "loop: exit" $WORK/pipeline.log 2>/dev/null; do
-    sleep 5
-  done
-  echo "base evaluation starts at $(date +%T), after the loop's engines are up"
+  echo "base evaluation starts at $(date +%T)"
   # shellcheck disable=SC2086
-  exec python3 -m cpmobius.eval --model "$base" --label base --gpu-memory-utilization 0.15 \
+  exec python3 -m cpmobius.eval --model "$base" --label base --gpu-memory-utilization 0.4 \
     --data-dir $WORK/data/eval --out $WORK/eval_base $EVAL_ARGS ;;
 
 pipeline)  # started by `start`; not meant to be called by hand
   env_setup
   t=$(date +%s)
-  # shellcheck disable=SC2086
-  python3 -m cpmobius.main model=$PRESET backend=vllm trainer.total_training_steps=$STEPS \
-    trainer.default_local_dir=$WORK/run trainer.save_freq=2 trainer.max_actor_ckpt_to_keep=1 \
-    validation.dataset=${VAL_SET:-math500} validation.size=${VAL_SIZE:-100} validation.data_dir=$WORK/data \
-    ${RUN_ARGS:-} > $WORK/train.log 2>&1 < /dev/null
-  echo "loop: exit $? in $(( $(date +%s) - t )) s"
+  ckpt_watch &  # each checkpoint's size and write time, before the next one prunes it
+  train() {
+    # shellcheck disable=SC2086
+    python3 -m cpmobius.main model=$PRESET backend=vllm trainer.total_training_steps=$STEPS \
+      trainer.default_local_dir=$WORK/run trainer.save_freq=2 trainer.max_actor_ckpt_to_keep=1 \
+      validation.dataset=${VAL_SET:-math500} validation.size=${VAL_SIZE:-100} validation.data_dir=$WORK/data \
+      ${RUN_ARGS:-} "$@" > $WORK/train.log 2>&1 < /dev/null
+  }
+  train; rc=$?
+  grep -h "checkpoints: \|not enough disk" $WORK/train.log > $WORK/space.txt
+  if [ $rc -eq 2 ] && grep -q "not enough disk for this run's checkpoints" $WORK/train.log; then
+    # The start-up space check refused (before any model loaded): follow its advice, weights-only saves.
+    echo "space check refused full checkpoints; weights-only saves (actor.checkpoint.save_contents=[model,extra])"
+    mv $WORK/train.log $WORK/train_refused.log
+    train "actor_rollout_ref.actor.checkpoint.save_contents=[model,extra]"; rc=$?
+    grep -h "checkpoints: \|not enough disk" $WORK/train.log >> $WORK/space.txt
+  fi
+  echo "loop: exit $rc in $(( $(date +%s) - t )) s"
+  setsid nohup bash "$0" base_eval > $WORK/eval_base.log 2>&1 < /dev/null &
   step=$(cat $WORK/run/latest_checkpointed_iteration.txt 2>/dev/null)
   [ -n "$step" ] || { echo "no Player checkpoint to evaluate"; exit 1; }
   t=$(date +%s)
   python3 -m verl.model_merger merge --backend fsdp --local_dir $WORK/run/global_step_$step/player \
     --target_dir $WORK/hf_player > $WORK/merge.log 2>&1 || { echo "merge failed: $WORK/merge.log"; exit 1; }
-  echo "merged step $step: $(( $(date +%s) - t )) s"
+  echo "merged step $step: $(( $(date +%s) - t )) s, $(du -sh $WORK/hf_player | cut -f1)"
   t=$(date +%s)
   # shellcheck disable=SC2086
-  python3 -m cpmobius.eval --model $WORK/hf_player --label "trained-step$step" --gpu-memory-utilization 0.5 \
+  python3 -m cpmobius.eval --model $WORK/hf_player --label "trained-step$step" --gpu-memory-utilization 0.4 \
     --data-dir $WORK/data/eval --out $WORK/eval_trained $EVAL_ARGS > $WORK/eval_trained.log 2>&1
-  echo "trained evaluation: exit $? in $(( $(date +%s) - t )) s" ;;
+  echo "trained evaluation: exit $? in $(( $(date +%s) - t )) s"
+  while pgrep -f "label base" >/dev/null; do sleep 5; done
+  echo "base evaluation: $(tail -n 1 $WORK/eval_base.log | cut -c1-200)"
+  echo "pipeline done" ;;
 
 bench_start)  # the GPU step benchmark instead of the training pipeline: MODEL=qwen2.5-coder-1.5b
   prepare || exit $?
@@ -207,7 +230,7 @@ poll)
   env_setup
   end=$(( $(date +%s) + ${2:-540} ))
   while [ "$(date +%s)" -lt $end ]; do
-    grep -q "trained evaluation: exit\|no Player checkpoint\|merge failed" $WORK/pipeline.log 2>/dev/null && break
+    grep -q "pipeline done\|no Player checkpoint\|merge failed" $WORK/pipeline.log 2>/dev/null && break
     sleep 15
   done
   show_steps ;;
@@ -223,7 +246,7 @@ finish)  # collect what there is; the loop is stopped first if it still runs (it
   # The evaluations' completions come back too (gzip makes them a few MiB): whatever the GPU machine did
   # not finish scoring is scored here with `python -m cpmobius.eval --completions ...`.
   (cd $WORK && tar czf "$OUT/real_run.tar.gz" --exclude='*/global_step_*' --exclude='*/best_player' --exclude='*.safetensors' \
-     train.log pipeline.log eval_*.log merge.log gpu_mem.csv run_report.md run eval_base eval_trained 2>/dev/null)
+     train.log train_refused.log space.txt saves.txt pipeline.log eval_*.log merge.log gpu_mem.csv run_report.md run eval_base eval_trained 2>/dev/null)
   ls -l "$OUT"; show_steps ;;
 
 *) echo "usage: $0 stage FILE... | start | poll [SECONDS] | finish | bench_start | bench_poll [SECONDS] | bench_finish"
