@@ -205,6 +205,27 @@ def test_the_weights_did_not_move_and_the_rows_differ(knob_policies):
     assert float(sums.max() - sums.min()) > 1.0
 
 
+@pytest.mark.slow
+def test_a_checkpoint_of_a_varlen_attention_model_merges_in_a_fresh_process(knob_policies, tmp_path):
+    """verl's model merger knows transformers' attention names only: the checkpoint's HF config names ``sdpa``.
+
+    Before, the saved config named ``sdpa_varlen`` and the merger stopped with "Specified
+    `attn_implementation="sdpa_varlen"` is not supported" (met on a 1.5B run on one H100).
+    """
+    import json
+    import subprocess
+
+    policies, _, _ = knob_policies
+    policies["coach"].save(str(tmp_path / "coach"))  # built with attn_implementation=sdpa_varlen
+    config = json.loads((tmp_path / "coach" / "huggingface" / "config.json").read_text())
+    assert config.get("attn_implementation", config.get("_attn_implementation")) == "sdpa"
+    merge = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp"]
+    merge += ["--local_dir", str(tmp_path / "coach"), "--target_dir", str(tmp_path / "hf")]
+    done = subprocess.run(merge, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert any((tmp_path / "hf").glob("*.safetensors"))
+
+
 GPU_PRESETS = [
     [f"experiment={path.stem}"]
     for path in sorted((Path(__file__).resolve().parents[1] / "configs" / "experiment").glob("*.yaml"))

@@ -89,3 +89,16 @@ def test_attention_dropout_on_a_packed_row_is_refused():
     varlen.train()
     with pytest.raises(ValueError, match="dropout"):
         varlen(input_ids=torch.randint(0, 64, (1, 6)), position_ids=torch.tensor([[0, 1, 2, 0, 1, 2]]))
+
+
+def test_a_saved_config_names_the_standard_attention(tmp_path):
+    import json
+
+    from cpmobius.engine.varlen_attention import write_standard_attention
+
+    config = {"architectures": ["Qwen2ForCausalLM"], "attn_implementation": "sdpa_varlen", "hidden_size": 8}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert write_standard_attention(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text()) == {**config, "attn_implementation": "sdpa"}
+    assert not write_standard_attention(tmp_path)  # already standard: left alone
+    assert not write_standard_attention(tmp_path / "missing")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import ray
@@ -26,6 +27,7 @@ from cpmobius.engine.agent_loop import GREEDY_KEY
 from cpmobius.engine.batches import pad_rows, prompt_batch, row_divisor, sampling_used, scalar, worker_input
 from cpmobius.engine.prompt_tokens import PromptTokens
 from cpmobius.engine.timing import OpLog
+from cpmobius.engine.varlen_attention import write_standard_attention
 from cpmobius.prompts import Messages
 
 if TYPE_CHECKING:
@@ -407,6 +409,7 @@ class Policy:
         """Save model, optimizer and extra state (LR scheduler, RNG) of every rank under ``path``."""
         with self.ops.timed("save"):
             self.worker_group.save_checkpoint(str(path), global_step=self.global_steps)
+        write_standard_attention(Path(path) / "huggingface")  # readable without our attention's registration
 
     def load(self, path: str, global_steps: Optional[int] = None) -> None:
         """Load what `save` wrote; the rollout engine gets the weights at the next `activate`."""

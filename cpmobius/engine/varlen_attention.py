@@ -13,12 +13,17 @@ from the position ids (a sequence starts wherever the position does not follow t
 each sequence gets its own causal ``sdpa`` call. Every other call — a padding mask, a KV cache, no position
 ids — goes to transformers' ``sdpa`` unchanged, with the mask ``sdpa`` would get. `register` must run in
 each process that builds a model with it (`cpmobius.engine.worker` does, before verl builds the models).
+Every other process (verl's model merger, vLLM, a user's ``from_pretrained``) knows only transformers' own
+names, so an HF config we save names ``sdpa`` instead (`write_standard_attention`): the same attention.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import json
+import os
+from pathlib import Path
 from typing import Any, Optional
 
 import torch
@@ -164,3 +169,31 @@ def register() -> None:
 
     AttentionInterface.register(NAME, sdpa_varlen_attention_forward)
     AttentionMaskInterface.register(NAME, sdpa_varlen_mask)
+
+
+def write_standard_attention(folder: str | os.PathLike) -> bool:
+    """Name transformers' ``sdpa`` in place of ``sdpa_varlen`` in ``folder/config.json``, if it names it.
+
+    verl saves the training model's config beside a checkpoint (``<policy>/huggingface``) and the Coach
+    warm-up's HF model, both with the ``attn_implementation`` the model was built with. Only a process
+    that ran `register` knows ``sdpa_varlen``: verl's model merger failed on such a checkpoint with
+    "Specified `attn_implementation="sdpa_varlen"` is not supported" (a 1.5B run on one H100), and so
+    would any ``from_pretrained`` of the folder. ``sdpa`` computes the same attention. The file is
+    replaced atomically; a folder without ``config.json`` is left alone.
+
+    Returns:
+        whether the file was rewritten.
+    """
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        return False
+    config = json.loads(path.read_text())
+    keys = [key for key in ("attn_implementation", "_attn_implementation") if config.get(key) == NAME]
+    if not keys:
+        return False
+    for key in keys:
+        config[key] = "sdpa"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return True

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from cpmobius.engine.config import ConfigError, worker_env_vars
+from cpmobius.engine.varlen_attention import write_standard_attention
 
 
 def _gloo_process_group(timeout_second: int = 36000) -> tuple[int, int, int]:
@@ -109,7 +110,8 @@ class Warmup:
         if self._hf_dir is not None:
             return self._hf_dir
         tracker = self.output / "latest_checkpointed_iteration.txt"
-        if self.process is not None:
+        ran = self.process is not None
+        if ran:
             try:
                 returncode = wait_process_group(self.process)
             finally:
@@ -117,10 +119,10 @@ class Warmup:
             self.process = None
             if returncode != 0 or not tracker.is_file():
                 raise RuntimeError(f"Coach warm-up failed (exit {returncode}); see {self.output / 'sft.log'}")
-            if self.cache is not None:
-                store_warmup(self.output / f"global_step_{tracker.read_text().strip()}" / "huggingface", *self.cache)
-        step = tracker.read_text().strip()
-        hf_dir = self.output / f"global_step_{step}" / "huggingface"
+        hf_dir = self.output / f"global_step_{tracker.read_text().strip()}" / "huggingface"
+        write_standard_attention(hf_dir)  # the Coach's start model, readable by any process
+        if ran and self.cache is not None:
+            store_warmup(hf_dir, *self.cache)
         print(f"[cpmobius] Coach warm-up: starting the Coach from {hf_dir}", flush=True)
         self._hf_dir = hf_dir
         return hf_dir
