@@ -38,7 +38,7 @@ import pickle
 import random
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -285,7 +285,16 @@ def _move_aside(path: Path) -> Path:
     return target
 
 
-def select_intact_checkpoint(root: str | os.PathLike, report=print) -> Optional[Path]:
+def _warn_unchecked(path: Path, report: Callable[[str], None]) -> None:
+    # A checkpoint from before manifests: accepted (runs written by earlier versions keep resuming), said once.
+    if read_manifest(path) is None:
+        report(
+            f"[cpmobius] warning: {path} has no manifest (written before checkpoints carried one): "
+            "its files cannot be checked, and resuming it unpickles them as they are"
+        )
+
+
+def select_intact_checkpoint(root: str | os.PathLike, report: Callable[[str], None] = print) -> Optional[Path]:
     """The newest intact checkpoint at or before the step the tracker names; the tracker is repaired to it.
 
     Each broken checkpoint (one that does not match its manifest) is reported in one line naming its file
@@ -309,7 +318,7 @@ def select_intact_checkpoint(root: str | os.PathLike, report=print) -> Optional[
         return None
     text = tracker.read_text(errors="replace").strip()
     steps = sorted((s for s in map(checkpoint_step, root.glob("global_step_*")) if s is not None), reverse=True)
-    named = int(text) if text.isdigit() else None
+    named = int(text) if text.isascii() and text.isdigit() else None
     if named is None:
         report(f"[cpmobius] {tracker} holds {text[:40]!r}, not a step: resuming from the newest intact checkpoint")
     else:
@@ -328,11 +337,7 @@ def select_intact_checkpoint(root: str | os.PathLike, report=print) -> Optional[
             broken.append(f"step {step}: {problem}")
             report(f"[cpmobius] checkpoint of step {step} is broken: {problem}; moved to {_move_aside(path)}")
             continue
-        if read_manifest(path) is None:
-            report(
-                f"[cpmobius] warning: {path} has no manifest (written before checkpoints carried one): "
-                "its files cannot be checked, and resuming it unpickles them as they are"
-            )
+        _warn_unchecked(path, report)
         if step != named:
             _atomic_write_text(tracker, str(step))
         if broken:
@@ -342,7 +347,7 @@ def select_intact_checkpoint(root: str | os.PathLike, report=print) -> Optional[
     raise CheckpointCorruptError(f"no intact checkpoint to resume from in {root} ({found}); {RESUME_KEYS}")
 
 
-def check_resume(cfg: DictConfig, report=print) -> int:
+def check_resume(cfg: DictConfig, report: Callable[[str], None] = print) -> int:
     """Before Ray starts: the step the run resumes from, its checkpoint checked against its manifest.
 
     ``trainer.resume_mode=auto``: `select_intact_checkpoint` (falls back past broken ones). ``resume_path``:
@@ -357,6 +362,7 @@ def check_resume(cfg: DictConfig, report=print) -> int:
         if not path.is_dir():
             raise CheckpointCorruptError(f"trainer.resume_from_path: no checkpoint folder at {path}")
         require_intact(path)
+        _warn_unchecked(path, report)
         return 0
     if mode != "auto":
         return 0
