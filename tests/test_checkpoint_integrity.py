@@ -21,11 +21,17 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
+from test_checkpoint_space import paper_shape_config as paper_shape
 
 from cpmobius import checkpoint
 from cpmobius.checkpoint_manifest import MANIFEST_FILE, verify_checkpoint
-from cpmobius.checkpoint_space import check_checkpoint_space, describe_optimizer_resume, plan_checkpoint_space
-from cpmobius.engine.config import ConfigError, build_policy_configs, compose_config
+from cpmobius.checkpoint_space import (
+    DiskSpaceError,
+    check_checkpoint_space,
+    describe_optimizer_resume,
+    plan_checkpoint_space,
+)
+from cpmobius.engine.config import ConfigError, build_policy_configs
 
 REPO = Path(__file__).resolve().parents[1]
 SHARDS = ("model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt", "extra_state_world_size_1_rank_0.pt")
@@ -222,30 +228,13 @@ def test_a_weights_only_resume_says_the_optimizers_restart(tmp_path):
 
 
 def paper_shape_config(tmp_path, *overrides):
-    from transformers import Qwen2Config
-
-    model = tmp_path / "model"
-    Qwen2Config(
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        vocab_size=151936,
-        tie_word_embeddings=False,
-    ).save_pretrained(model)
-    return compose_config(
-        [
-            f"model.coach_path={model}",
-            f"model.player_path={model}",
-            "model.name=qwen_test",
-            "warmup.enabled=false",
-            f"trainer.default_local_dir={tmp_path / 'run'}",
-            "trainer.save_freq=2",
-            "trainer.max_actor_ckpt_to_keep=1",
-            "trainer.total_training_steps=999",
-            *overrides,
-        ]
+    """The 1.5B shape of `test_checkpoint_space`, keeping one checkpoint of a long run."""
+    return paper_shape(
+        tmp_path,
+        "trainer.save_freq=2",
+        "trainer.max_actor_ckpt_to_keep=1",
+        "trainer.total_training_steps=999",
+        *overrides,
     )
 
 
@@ -254,7 +243,7 @@ def test_the_disk_refusal_names_the_weights_only_key_and_its_size(tmp_path, monk
     checkpoint and 2 of them ≈ 28.4 GB, would."""
     monkeypatch.setattr("cpmobius.checkpoint_space.free_bytes", lambda folder: 60_000_000_000)
     cfg = paper_shape_config(tmp_path)
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(DiskSpaceError) as refused:
         check_checkpoint_space(cfg, build_policy_configs(cfg))
     message = str(refused.value)
     assert "\n" not in message and "85.3 GB" in message
@@ -266,7 +255,7 @@ def test_the_disk_refusal_names_the_weights_only_key_and_its_size(tmp_path, monk
     assert 14.1e9 < plan.checkpoint_bytes < 14.3e9 and plan.needed_bytes < 60e9
     # a disk too small even for weights only gets no such advice
     monkeypatch.setattr("cpmobius.checkpoint_space.free_bytes", lambda folder: 20_000_000_000)
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(DiskSpaceError) as refused:
         check_checkpoint_space(cfg, build_policy_configs(cfg))
     assert "save_contents" not in str(refused.value)
 
