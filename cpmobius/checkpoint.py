@@ -10,11 +10,23 @@ Layout under ``trainer.default_local_dir``::
     global_step_{N}/config.yaml     the resolved config of the run
     latest_checkpointed_iteration.txt   N, written last (verl's tracker file name)
 
-A checkpoint is written into ``.global_step_{N}.partial`` and renamed into place, and the tracker
-file is replaced atomically after that: a run killed mid-save leaves the previous checkpoint as the
+    global_step_{N}/manifest.json   every other file's size and SHA-256, written last
+                                    (`cpmobius.checkpoint_manifest`)
+
+A checkpoint is written into ``.global_step_{N}.partial``, its manifest written and every file and
+folder fsynced, then renamed into place, and the tracker file is replaced atomically (fsynced too)
+after that: a run killed mid-save, or a host that loses power, leaves the previous checkpoint as the
 latest, never a half-written one. A save that fails (a full disk) removes its partial copy and raises
 `CheckpointSaveError` with one line; the room a run needs is checked at start-up
 (`cpmobius.checkpoint_space`).
+
+Before Ray starts, `check_resume` checks the checkpoint a run would resume from against its manifest;
+a broken one (a truncated shard, an edited file, a tracker holding garbage or naming a missing step) is
+reported in one line, moved aside to ``broken_global_step_{N}``, and the run resumes from the newest
+intact checkpoint before it (`CheckpointCorruptError`, one line, when there is none). A checkpoint
+written before checkpoints carried a manifest is resumed with a one-line warning that it cannot be
+checked. Our own files load with ``torch.load(weights_only=True)``; verl's shards are pickles it loads
+itself, reached only when the manifest matches.
 """
 
 from __future__ import annotations
@@ -22,34 +34,85 @@ from __future__ import annotations
 import errno
 import json
 import os
+import pickle
 import random
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from cpmobius.checkpoint_manifest import (
+    RESUME_KEYS,
+    CheckpointCorruptError,
+    check_checkpoint,
+    fsync_path,
+    read_manifest,
+    require_intact,
+    write_manifest,
+)
 from cpmobius.policy_api import TrainedPolicy
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically and durably (the file, then its folder, fsynced)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+    fsync_path(path.parent)
 
 
 def capture_rng() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """The driver's RNG states as plain containers and tensors, which ``torch.load(weights_only=True)`` reads:
+    ``{"python": {"version", "internal": 625 ints, "gauss"}, "numpy": {"kind", "keys": 624 ints, "pos",
+    "has_gauss", "cached_gaussian"}, "torch": uint8 tensor}``."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached_gaussian = np.random.get_state()
+    return {
+        "python": {"version": version, "internal": list(internal), "gauss": gauss},
+        "numpy": {
+            "kind": kind,
+            "keys": [int(k) for k in keys],
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached_gaussian),
+        },
+        "torch": torch.get_rng_state(),
+    }
 
 
 def restore_rng(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    """Set the driver's RNGs from `capture_rng`'s dict (or the tuples checkpoints held before it)."""
+    python, numpy_state = state["python"], state["numpy"]
+    if isinstance(python, dict):
+        python = (python["version"], tuple(python["internal"]), python["gauss"])
+    if isinstance(numpy_state, dict):
+        n = numpy_state
+        numpy_state = (n["kind"], np.array(n["keys"], dtype=np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    random.setstate(python)
+    np.random.set_state(numpy_state)
     torch.set_rng_state(state["torch"])
+
+
+# What a ``rng.pt`` from before `capture_rng` stored plain containers needs: numpy arrays of the MT19937 keys
+# (data constructors only; no callable that runs code).
+_LEGACY_RNG_GLOBALS = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), np._core.multiarray._reconstruct]
+
+
+def load_rng(path: str | os.PathLike) -> dict:
+    """``rng.pt`` loaded with ``weights_only=True`` (numpy's array type allowed for the older layout)."""
+    try:
+        return torch.load(path, weights_only=True)
+    except pickle.UnpicklingError:
+        with torch.serialization.safe_globals(_LEGACY_RNG_GLOBALS):
+            return torch.load(path, weights_only=True)
 
 
 def save_checkpoint(
@@ -89,6 +152,7 @@ def save_checkpoint(
         (partial / "loop_state.json").write_text(json.dumps(loop_state, indent=1))
         torch.save(capture_rng(), partial / "rng.pt")
         (partial / "config.yaml").write_text(OmegaConf.to_yaml(config, resolve=True))
+        write_manifest(partial)  # last: sizes and SHA-256 of every file, all fsynced
     except Exception as error:  # a full disk, a lost mount, a worker's torch.save failing: nothing replaced
         shutil.rmtree(partial, ignore_errors=True)  # frees the space the half-written copy took
         raise CheckpointSaveError(describe_save_failure(root, step, error)) from error
@@ -98,6 +162,7 @@ def save_checkpoint(
             shutil.rmtree(previous)
         os.replace(final, previous)
     os.replace(partial, final)
+    fsync_path(root)  # the rename itself is on disk before the tracker names it
     _atomic_write_text(root / TRACKER_FILE, str(step))
     if previous.exists():
         shutil.rmtree(previous)
@@ -205,6 +270,106 @@ def find_latest_checkpoint(root: str | os.PathLike) -> Optional[Path]:
     return path
 
 
+def checkpoint_step(path: Path) -> Optional[int]:
+    """N of a ``global_step_N`` folder, else None."""
+    head, _, tail = path.name.rpartition("_")
+    return int(tail) if head == "global_step" and tail.isdigit() else None
+
+
+def _move_aside(path: Path) -> Path:
+    target, n = path.with_name(f"broken_{path.name}"), 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"broken_{path.name}_{n}")
+    os.replace(path, target)
+    return target
+
+
+def _warn_unchecked(path: Path, report: Callable[[str], None]) -> None:
+    # A checkpoint from before manifests: accepted (runs written by earlier versions keep resuming), said once.
+    if read_manifest(path) is None:
+        report(
+            f"[cpmobius] warning: {path} has no manifest (written before checkpoints carried one): "
+            "its files cannot be checked, and resuming it unpickles them as they are"
+        )
+
+
+def select_intact_checkpoint(root: str | os.PathLike, report: Callable[[str], None] = print) -> Optional[Path]:
+    """The newest intact checkpoint at or before the step the tracker names; the tracker is repaired to it.
+
+    Each broken checkpoint (one that does not match its manifest) is reported in one line naming its file
+    and moved aside to ``broken_global_step_N``; a tracker holding garbage or naming a missing step is
+    reported and every ``global_step_*`` folder is a candidate (resp. those before that step). A
+    checkpoint without a manifest (written before manifests) is accepted with a one-line warning.
+
+    Args:
+        root: checkpoint folder (``trainer.default_local_dir``).
+        report: called with each one-line message.
+
+    Returns:
+        the folder, or None when there is no tracker (a new run).
+
+    Raises:
+        CheckpointCorruptError: a tracker exists but no checkpoint is intact; one line with the keys to set.
+    """
+    root = Path(root)
+    tracker = root / TRACKER_FILE
+    if not tracker.is_file():
+        return None
+    text = tracker.read_text(errors="replace").strip()
+    steps = sorted((s for s in map(checkpoint_step, root.glob("global_step_*")) if s is not None), reverse=True)
+    named = int(text) if text.isascii() and text.isdigit() else None
+    if named is None:
+        report(f"[cpmobius] {tracker} holds {text[:40]!r}, not a step: resuming from the newest intact checkpoint")
+    else:
+        previous = root / f".global_step_{named}.previous"
+        if not (root / f"global_step_{named}").is_dir() and previous.is_dir():  # killed while re-saving it
+            os.replace(previous, root / f"global_step_{named}")
+            steps = sorted(set(steps) | {named}, reverse=True)
+        if named not in steps:
+            report(f"[cpmobius] {tracker} names step {named} but {root / f'global_step_{named}'} is missing")
+        steps = [s for s in steps if s <= named]
+    broken = []
+    for step in steps:
+        path = root / f"global_step_{step}"
+        problem = check_checkpoint(path)
+        if problem is not None:
+            broken.append(f"step {step}: {problem}")
+            report(f"[cpmobius] checkpoint of step {step} is broken: {problem}; moved to {_move_aside(path)}")
+            continue
+        _warn_unchecked(path, report)
+        if step != named:
+            _atomic_write_text(tracker, str(step))
+        if broken:
+            report(f"[cpmobius] resuming from step {step}, the newest intact checkpoint")
+        return path
+    found = "; ".join(broken) if broken else "no global_step_* folder"
+    raise CheckpointCorruptError(f"no intact checkpoint to resume from in {root} ({found}); {RESUME_KEYS}")
+
+
+def check_resume(cfg: DictConfig, report: Callable[[str], None] = print) -> int:
+    """Before Ray starts: the step the run resumes from, its checkpoint checked against its manifest.
+
+    ``trainer.resume_mode=auto``: `select_intact_checkpoint` (falls back past broken ones). ``resume_path``:
+    the folder ``trainer.resume_from_path`` names must be intact (returns 0 as `resume_step` does).
+
+    Raises:
+        CheckpointCorruptError: one line naming the file, and the keys that choose a checkpoint.
+    """
+    mode = cfg.trainer.resume_mode
+    if mode == "resume_path":
+        path = Path(str(cfg.trainer.resume_from_path)).expanduser()
+        if not path.is_dir():
+            raise CheckpointCorruptError(f"trainer.resume_from_path: no checkpoint folder at {path}")
+        require_intact(path)
+        _warn_unchecked(path, report)
+        return 0
+    if mode != "auto":
+        return 0
+    latest = select_intact_checkpoint(cfg.trainer.default_local_dir, report)
+    return 0 if latest is None else checkpoint_step(latest)
+
+
 def resume_step(cfg: DictConfig) -> int:
     """The step a run of ``cfg`` resumes from: its latest checkpoint's with ``trainer.resume_mode=auto``, else 0."""
     if cfg.trainer.resume_mode != "auto":
@@ -256,11 +421,17 @@ def read_best_record(folder: str | os.PathLike) -> Optional[dict]:
 
 
 def load_checkpoint(path: str | os.PathLike, policies: dict[str, TrainedPolicy]) -> dict:
-    """Load both policies (weights, optimizer, scheduler, RNG) and the driver RNG; return the loop state."""
+    """Load both policies (weights, optimizer, scheduler, RNG) and the driver RNG; return the loop state.
+
+    Raises:
+        CheckpointCorruptError: ``path`` does not match its manifest (checked once per process; nothing
+            of it is unpickled then).
+    """
     path = Path(path)
+    require_intact(path)
     state = json.loads((path / "loop_state.json").read_text())
     for name, policy in policies.items():
         policy.load(str((path / name).resolve()), global_steps=state["policies"][name]["global_steps"])
         policy.generation_calls = state["policies"][name]["generation_calls"]
-    restore_rng(torch.load(path / "rng.pt", weights_only=False))
+    restore_rng(load_rng(path / "rng.pt"))
     return state

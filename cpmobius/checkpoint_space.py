@@ -16,7 +16,7 @@ when its config is there; for the toy world the config comes from ``model.tiny_s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -243,6 +243,30 @@ def check_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) 
         f"{format_bytes(plan.checkpoints * plan.checkpoint_bytes)}{extra}, "
         f"but {plan.folder} has {format_bytes(plan.free_bytes)} free; "
         f"{advice} trainer.default_local_dir at a disk with {format_bytes(plan.needed_bytes)} free"
+        f"{describe_weights_only(plan)}"
+    )
+
+
+def weights_only_plan(plan: SpacePlan) -> SpacePlan:
+    """``plan`` with checkpoints saved without optimizer state (the best-Player copies too)."""
+    policies = tuple(replace(p, optimizer_bytes=0) for p in plan.policies)
+    extra = dict(plan.extra)
+    if "the best Player" in extra:  # 1 or 2 copies of the Player's part
+        extra["the best Player"] = extra["the best Player"] // plan.policies[0].total_bytes * policies[0].total_bytes
+    return replace(plan, policies=policies, extra=extra)
+
+
+def describe_weights_only(plan: SpacePlan) -> str:
+    """The refusal's last clause when saving weights only would fit: the key, its sizes, what a resume loses."""
+    if not any(p.optimizer_bytes for p in plan.policies):
+        return ""
+    light = weights_only_plan(plan)
+    if light.needed_bytes > plan.free_bytes:
+        return ""
+    return (
+        f"; or save weights only, actor_rollout_ref.actor.checkpoint.save_contents=[model,extra] "
+        f"({format_bytes(light.checkpoint_bytes)} a checkpoint, {format_bytes(light.needed_bytes)} needed; "
+        "a resume then restarts both optimizers from zero moments)"
     )
 
 
@@ -251,4 +275,50 @@ def describe_plan(plan: SpacePlan) -> str:
     return (
         f"[cpmobius] checkpoints: {plan.describe()}; up to {plan.checkpoints} more at once "
         f"({format_bytes(plan.needed_bytes)}); {format_bytes(plan.free_bytes)} free in {plan.folder}"
+    )
+
+
+def describe_optimizer_resume(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) -> Optional[str]:
+    """The start-up line of a resume that restores no optimizer state, or None when every optimizer is restored
+    (or nothing is resumed).
+
+    A checkpoint saved weights-only (``actor.checkpoint.save_contents`` without ``optimizer``) has no
+    ``optim_world_size_*`` shards; verl then loads the weights and the LR scheduler, and AdamW restarts with
+    zero moments. The same happens when ``load_contents`` leaves the optimizer out.
+
+    Raises:
+        ConfigError: the checkpoint has no optimizer state but ``load_contents`` asks for it (verl would
+            fail in a worker, after Ray and both engines are up).
+    """
+    from cpmobius.checkpoint import find_latest_checkpoint
+    from cpmobius.engine.config import ConfigError
+
+    mode = cfg.trainer.resume_mode
+    if mode == "resume_path":
+        path: Optional[Path] = Path(str(cfg.trainer.resume_from_path)).expanduser()
+    else:
+        path = find_latest_checkpoint(cfg.trainer.default_local_dir) if mode == "auto" else None
+    if path is None:
+        return None
+    restart: list[tuple[str, str]] = []
+    for name, policy_cfg in policy_cfgs.items():
+        folder = path / name
+        if not folder.is_dir():
+            continue
+        saved = any(folder.glob("optim_world_size_*"))
+        loads = "optimizer" in set(policy_cfg.actor_rollout_ref.actor.checkpoint.load_contents)
+        if loads and not saved:
+            raise ConfigError(
+                f"{folder} holds no optimizer state (saved weights-only), but "
+                f"{name}.verl.actor.checkpoint.load_contents asks for it: set "
+                f"actor_rollout_ref.actor.checkpoint.load_contents=[model,extra] to resume it with a fresh optimizer"
+            )
+        if not saved or not loads:
+            restart.append((name, "its checkpoint holds none" if not saved else "its load_contents leaves it out"))
+    if not restart:
+        return None
+    reasons = "; ".join(f"{name}: {reason}" for name, reason in restart)
+    return (
+        f"[cpmobius] resuming {path} without optimizer state ({reasons}): AdamW restarts from zero moments "
+        f"for the {' and the '.join(name for name, _ in restart)}"
     )

@@ -176,14 +176,15 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
         GpuDriverError: the NVIDIA driver is too old for torch's CUDA build (`cpmobius.engine.gpu_driver`).
         DiskSpaceError: the checkpoint folder's disk cannot hold the run (`cpmobius.checkpoint_space`).
         CheckpointSaveError: a save failed; the previous checkpoint is intact.
+        CheckpointCorruptError: no intact checkpoint to resume from (`cpmobius.checkpoint.check_resume`).
         SystemExit: 130 after Ctrl-C, 143 after SIGTERM (`stop_after_interrupt`), with one line.
     """
-    from cpmobius.checkpoint import resume_step
-    from cpmobius.checkpoint_space import check_checkpoint_space
+    from cpmobius.checkpoint import check_resume
+    from cpmobius.checkpoint_space import check_checkpoint_space, describe_optimizer_resume
     from cpmobius.engine.gpu_driver import check_this_machine
 
     settings = settings if settings is not None else load_settings(cfg)
-    done = resume_step(cfg)
+    done = check_resume(cfg)  # checked against its manifest; a broken one falls back to the newest intact one
     if done >= int(cfg.trainer.total_training_steps):
         print(
             f"[cpmobius] {cfg.trainer.default_local_dir} is already at step {done} of "
@@ -196,6 +197,8 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     configs = build_policy_configs(cfg)
     check_kernel_packages(configs)  # Liger, which verl would import only inside a worker's model build
     print(check_checkpoint_space(cfg, configs), flush=True)  # before any model loads
+    if (weights_only := describe_optimizer_resume(cfg, configs)) is not None:  # a weights-only checkpoint
+        print(weights_only, flush=True)
     if str(cfg.backend.platform) == "cpu":  # the exact figures of a CPU run depend on these kernels
         from cpmobius.cpu_kernels import cpu_kernels
 
@@ -280,9 +283,10 @@ def stop_after_interrupt(cfg: DictConfig, loop: Any, interrupt: BaseException) -
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name=CONFIG_NAME, version_base=None)
 def main(cfg: DictConfig) -> None:
-    """Hydra's task: `run`. Each of these is one line: a `ConfigError` or too small a disk for the run's
-    checkpoints (`DiskSpaceError`), exit 2; an NVIDIA driver too old for torch's CUDA build, Ray not
-    starting, a failed checkpoint save or a full disk while writing metrics or the problem archive, exit 1."""
+    """Hydra's task: `run`. Each of these is one line: a `ConfigError`, too small a disk for the run's
+    checkpoints (`DiskSpaceError`) or no intact checkpoint to resume (`CheckpointCorruptError`), exit 2;
+    an NVIDIA driver too old for torch's CUDA build, Ray not starting, a failed checkpoint save or a full disk
+    while writing metrics or the problem archive, exit 1."""
     from cpmobius.engine.config import ConfigError
 
     _restore_hydra_full_error()
@@ -291,14 +295,14 @@ def main(cfg: DictConfig) -> None:
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
-    from cpmobius.checkpoint import CheckpointSaveError, describe_full_disk
+    from cpmobius.checkpoint import CheckpointCorruptError, CheckpointSaveError, describe_full_disk
     from cpmobius.checkpoint_space import DiskSpaceError
     from cpmobius.engine.gpu_driver import GpuDriverError
     from cpmobius.engine.sharing import RayStartError
 
     try:
         run(cfg, settings)
-    except (ConfigError, DiskSpaceError) as error:  # nothing has started
+    except (ConfigError, DiskSpaceError, CheckpointCorruptError) as error:  # nothing has started
         print(f"{'config error' if isinstance(error, ConfigError) else 'error'}: {error}", file=sys.stderr)
         sys.exit(2)
     except (RayStartError, CheckpointSaveError, GpuDriverError, OSError) as error:
