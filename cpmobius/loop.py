@@ -27,6 +27,7 @@ from cpmobius.rewards import (
     coach_rewards,
     grpo_advantages,
     player_token_rewards,
+    random_player_rewards,
     token_weighted_mean_advantage,
 )
 from cpmobius.rzero import RZeroSchedule
@@ -162,6 +163,9 @@ class CoachPlayerLoop:
             scores = rent_rewards(
                 entropies, mask, agrees, method.no_box_entropy, method.entropy_window, method.last_fraction
             ).tolist()
+        elif self.settings.player.reward == "random":  # CPMöbius: the null control, not the method
+            p = self.settings.player.random_reward_p
+            scores = random_player_rewards(len(agrees), p, int(self.cfg.seed), self.state.step)
         else:
             scores = [float(agree) for agree in agrees]
         rewards = player_token_rewards(scores, mask)

@@ -52,6 +52,29 @@ def player_token_rewards(agrees: Sequence[float], response_mask: torch.Tensor) -
     return rewards
 
 
+def random_player_rewards(count: int, p: float, seed: int, step: int) -> list[float]:
+    """Rewards of 1 with probability ``p`` and 0 otherwise, whatever the rollouts answer (``player.reward=random``).
+
+    A null control, not the method: the same problems, groups and GRPO update as the paper's reward, with
+    the pseudo-label's verdict replaced by a coin (the "random reward" of arXiv 2506.10947).
+
+    Args:
+        count: rollouts, B.
+        p: probability of a reward of 1, in [0, 1].
+        seed, step: the run's seed and the loop step; the draws depend on these alone.
+
+    Returns:
+        (B,) list of 0.0 / 1.0.
+
+    Raises:
+        ValueError: ``p`` outside [0, 1] or a negative ``count``.
+    """
+    if not 0.0 <= p <= 1.0 or count < 0:
+        raise ValueError(f"random rewards need 0 <= p <= 1 and count >= 0, got p={p!r}, count={count!r}")
+    generator = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(step))
+    return (torch.rand(count, generator=generator) < p).float().tolist()
+
+
 def grpo_advantages(token_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: Sequence[str]) -> torch.Tensor:
     """GRPO outcome advantages through verl (`core_algos.compute_grpo_outcome_advantage`).
 

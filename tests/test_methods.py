@@ -111,3 +111,53 @@ def test_rent_rewards_minus_the_mean_entropy_and_seven_without_a_box_through_the
 def test_a_bad_method_setting_is_refused_naming_the_key(overrides, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_settings(compose_config(overrides))
+
+
+def test_random_rewards_replace_the_pseudo_labels_verdict_in_the_player_update(tmp_path):
+    """``player.reward=random``, the null control: the update trains on coin flips, not on agreement."""
+    from cpmobius.rewards import random_player_rewards
+
+    # every rollout agrees with its label, so the paper's reward is 1 everywhere and every advantage 0
+    player = ScriptedPolicy(lambda q, i: ["\\boxed{5}"] * 4)
+    common = [f"trainer.default_local_dir={tmp_path}", "method=ttrl", "player.n=4", "method.votes=4"]
+    val_set = ValidationSet("v", ["0", "1", "2"], QUESTIONS, ["5", "4", "4"])
+    cfg = compose_config([*common, "method.prompts_per_step=3"])
+    loop = CoachPlayerLoop(cfg, load_settings(cfg), None, player, val_set=val_set)
+    kept, _ = loop.filter.collect(step=1)
+    assert loop.update_player(kept)["player/reward_mean"] == 1.0
+    assert loop.player.updated.batch["advantages"].abs().max() == 0.0
+
+    cfg = compose_config([*common, "method.prompts_per_step=3", "player.reward=random", "seed=7"])
+    loop = CoachPlayerLoop(cfg, load_settings(cfg), None, player, val_set=val_set)
+    kept, _ = loop.filter.collect(step=1)
+    metrics = loop.update_player(kept)
+    coins = random_player_rewards(12, 0.5, seed=7, step=loop.state.step)
+    assert 0 < sum(coins) < 12  # this seed's draw is mixed: some groups get advantages
+    assert metrics["player/reward_mean"] == pytest.approx(sum(coins) / 12)
+    advantages = loop.player.updated.batch["advantages"][:, -1]
+    for group in range(3):  # each group's advantages follow its coins: positive where 1, negative where 0
+        rewards, signs = coins[4 * group : 4 * group + 4], advantages[4 * group : 4 * group + 4]
+        if 0 < sum(rewards) < 4:
+            assert all((a > 0) == (r == 1.0) for a, r in zip(signs.tolist(), rewards))
+
+
+def test_random_rewards_depend_on_seed_and_step_alone_and_hit_their_probability():
+    from cpmobius.rewards import random_player_rewards
+
+    assert random_player_rewards(64, 0.5, seed=1, step=3) == random_player_rewards(64, 0.5, seed=1, step=3)
+    assert random_player_rewards(64, 0.5, seed=1, step=3) != random_player_rewards(64, 0.5, seed=1, step=4)
+    assert random_player_rewards(64, 0.5, seed=1, step=3) != random_player_rewards(64, 0.5, seed=2, step=3)
+    assert set(random_player_rewards(64, 0.0, seed=0, step=0)) == {0.0}
+    assert set(random_player_rewards(64, 1.0, seed=0, step=0)) == {1.0}
+    draws = random_player_rewards(20_000, 0.3, seed=0, step=0)
+    assert sum(draws) / len(draws) == pytest.approx(0.3, abs=0.015)  # 4.6 standard errors
+    with pytest.raises(ValueError):
+        random_player_rewards(4, 1.5, seed=0, step=0)
+
+
+@pytest.mark.parametrize(
+    "override", ["player.reward=coin", "player.random_reward_p=1.5", "player.random_reward_p=-0.1"]
+)
+def test_a_bad_player_reward_setting_is_refused(override):
+    with pytest.raises(ConfigError, match=override.split("=")[0]):
+        load_settings(compose_config([override]))
