@@ -26,6 +26,10 @@
 # model's AMC accuracy, ~5 %, makes Δt on 83 problems mostly noise), RUN_ARGS (more Hydra overrides),
 # EVAL_ARGS (cpmobius.eval options).
 #
+# The real-model yardstick (docs/gpu.md, "A real-model yardstick"): `yardstick_start` in place of `start`,
+# with ARM=cpmobius|random|frozen (the method; the same schedule with random Player rewards; the Coach frozen)
+# and SEED; 20 steps of a short shape, then base and trained on MATH-500 (500, greedy) and AMC (avg@8), paired.
+#
 # The GPU step benchmark (benchmarks/bench_step_gpu.py) goes through the same burst with
 # `bench_start` (MODEL=qwen2.5-coder-1.5b; BENCH_ARGS: the benchmark's options), `bench_poll [SECONDS]`
 # and `bench_finish` (its table, figures, compressed log, vLLM's start-up lines and, with --profile-startup, the model builds' profiles into
@@ -60,7 +64,7 @@ show_steps() {  # the step table as the driver prints it, and the last lines of 
   grep -E "^ *(step|[0-9]+) " $WORK/train.log | tail -25
   echo "--- last lines of the training log:"; tail -n 6 $WORK/train.log
   [ -f $WORK/pipeline.log ] && { echo "--- pipeline:"; cat $WORK/pipeline.log; }
-  for f in $WORK/eval_*.log; do [ -f "$f" ] && { echo "--- $f:"; tail -n 4 "$f"; }; done
+  for f in $WORK/eval_*.log; do [ -f "$f" ] && { echo "--- $f:"; grep -v "it/s" "$f" | tail -n 4; }; done
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
 }
 
@@ -74,6 +78,38 @@ ckpt_watch() {  # while the loop runs: each new checkpoint folder's size and its
     done
     sleep 2
   done
+}
+
+eval_sets() {  # the evaluation sets, "name|cpmobius.eval options" a line: EVAL_ARGS, or the yardstick's two read-outs
+  if [ "${YARDSTICK:-0}" = 1 ]; then
+    echo "math500_greedy|--benchmarks math500 --greedy --max-new-tokens 1024 --seed 0 --backend vllm"
+    echo "amc_avg8|--benchmarks amc --k 8 --temperature 0.6 --top-p 1.0 --max-new-tokens 1024 --seed 0 --backend vllm --validation-set amc"
+  else
+    echo "all|$EVAL_ARGS"
+  fi
+}
+
+evaluate() {  # evaluate LABEL MODEL: every evaluation set, one after the other, into $WORK/eval_<set>_<LABEL>
+  local label=$1 model=$2 name args t
+  while IFS='|' read -r name args; do
+    t=$(date +%s)
+    # shellcheck disable=SC2086
+    python3 -m cpmobius.eval --model "$model" --label "$label" --gpu-memory-utilization 0.4 \
+      --data-dir $WORK/data/eval --out $WORK/eval_${name}_$label $args > $WORK/eval_${name}_$label.log 2>&1
+    echo "$label, $name: exit $? in $(( $(date +%s) - t )) s"
+  done < <(eval_sets)
+}
+
+pair() {  # pair TRAINED_LABEL: each set's base and trained responses scored side by side (paired CIs), eval_<set>_paired
+  local name args
+  while IFS='|' read -r name args; do
+    # shellcheck disable=SC2046
+    python3 -m cpmobius.eval --data-dir $WORK/data/eval --out $WORK/eval_${name}_paired \
+      $(grep -o -- "--validation-set [^ ]*" <<< "$args") --completions \
+      $WORK/eval_${name}_base/base/completions.jsonl* $WORK/eval_${name}_$1/$1/completions.jsonl* \
+      > $WORK/eval_${name}_paired.log 2>&1
+    echo "paired, $name: exit $?"
+  done < <(eval_sets)
 }
 
 prepare() {  # install vLLM (once per machine), copy the benchmark files, assemble and convert the staged model
@@ -136,9 +172,7 @@ base_eval)  # started by the pipeline once the loop has ended
   env_setup
   base=$(python3 -m cpmobius.models path "$MODEL") || exit 5
   echo "base evaluation starts at $(date +%T)"
-  # shellcheck disable=SC2086
-  exec python3 -m cpmobius.eval --model "$base" --label base --gpu-memory-utilization 0.4 \
-    --data-dir $WORK/data/eval --out $WORK/eval_base $EVAL_ARGS ;;
+  evaluate base "$base" ;;
 
 pipeline)  # started by `start`; not meant to be called by hand
   env_setup
@@ -168,14 +202,26 @@ pipeline)  # started by `start`; not meant to be called by hand
   python3 -m verl.model_merger merge --backend fsdp --local_dir $WORK/run/global_step_$step/player \
     --target_dir $WORK/hf_player > $WORK/merge.log 2>&1 || { echo "merge failed: $WORK/merge.log"; exit 1; }
   echo "merged step $step: $(( $(date +%s) - t )) s, $(du -sh $WORK/hf_player | cut -f1)"
-  t=$(date +%s)
-  # shellcheck disable=SC2086
-  python3 -m cpmobius.eval --model $WORK/hf_player --label "trained-step$step" --gpu-memory-utilization 0.4 \
-    --data-dir $WORK/data/eval --out $WORK/eval_trained $EVAL_ARGS > $WORK/eval_trained.log 2>&1
-  echo "trained evaluation: exit $? in $(( $(date +%s) - t )) s"
-  while pgrep -f "label base" >/dev/null; do sleep 5; done
-  echo "base evaluation: $(tail -n 1 $WORK/eval_base.log | cut -c1-200)"
+  evaluate "trained-step$step" $WORK/hf_player
+  while pgrep -f "real_model_run.sh base_eval" >/dev/null; do sleep 5; done
+  cat $WORK/eval_base.log
+  pair "trained-step$step"
   echo "pipeline done" ;;
+
+yardstick_start)  # the real-model yardstick: ARM=cpmobius|random|frozen, SEED (docs/gpu.md, "A real-model yardstick")
+  case "${ARM:-cpmobius}" in
+    cpmobius) arm="" ;;
+    random) arm="player.reward=random" ;;
+    frozen) arm="coach.update=false" ;;
+    *) echo "ARM must be cpmobius, random or frozen, not ${ARM}"; exit 2 ;;
+  esac
+  export YARDSTICK=1 MODEL=qwen2.5-coder-1.5b PRESET=qwen2p5_coder_1p5b STEPS=${STEPS:-20} VAL_SET=amc VAL_SIZE=null
+  export RUN_ARGS="experiment=paper_qwen_1p5b trainer.n_gpus_per_node=1 warmup.enabled=false seed=${SEED:-1} \
+filter.quota=8 player.n=8 data.max_response_length=1024 player.verl.actor.optim.lr=1e-5 \
+validation.samples_per_problem=4 trainer.save_freq=$STEPS actor_rollout_ref.actor.checkpoint.save_contents=[model,extra] \
+$arm ${RUN_ARGS:-}"
+  echo "yardstick: arm ${ARM:-cpmobius}, seed ${SEED:-1}, $STEPS steps: $RUN_ARGS"
+  exec bash "$0" start ;;
 
 bench_start)  # the GPU step benchmark instead of the training pipeline: MODEL=qwen2.5-coder-1.5b
   prepare || exit $?
@@ -242,13 +288,13 @@ finish)  # collect what there is; the loop is stopped first if it still runs (it
   pkill -f "nvidia-smi --query-gpu=memory.used" 2>/dev/null
   echo "peak GPU memory in use: $(sort -n $WORK/gpu_mem.csv | tail -1) MiB"
   python3 -m cpmobius.run_report $WORK/run --problems 10 --out $WORK/run_report.md && cp $WORK/run_report.md "$OUT/"
-  for d in eval_base eval_trained; do [ -f $WORK/$d/results.md ] && cp $WORK/$d/results.md "$OUT/$d.md"; done
+  for d in $WORK/eval_*_paired; do [ -f $d/results.md ] && cp $d/results.md "$OUT/$(basename $d).md"; done
   # The evaluations' completions come back too (gzip makes them a few MiB): whatever the GPU machine did
   # not finish scoring is scored here with `python -m cpmobius.eval --completions ...`.
   (cd $WORK && tar czf "$OUT/real_run.tar.gz" --exclude='*/global_step_*' --exclude='*/best_player' --exclude='*.safetensors' \
-     train.log train_refused.log space.txt saves.txt pipeline.log eval_*.log merge.log gpu_mem.csv run_report.md run eval_base eval_trained 2>/dev/null)
+     train.log train_refused.log space.txt saves.txt pipeline.log merge.log gpu_mem.csv run_report.md run eval_* 2>/dev/null)
   ls -l "$OUT"; show_steps ;;
 
-*) echo "usage: $0 stage FILE... | start | poll [SECONDS] | finish | bench_start | bench_poll [SECONDS] | bench_finish"
+*) echo "usage: $0 stage FILE... | start | yardstick_start | poll [SECONDS] | finish | bench_start | bench_poll [SECONDS] | bench_finish"
    echo "   (pipeline and base_eval are started by start)"; exit 2 ;;
 esac
