@@ -9,6 +9,7 @@
 3. Boxed payloads through every grading mode (`grade`, `grade_batch`, `answers_equivalent`), the
    majority vote, ``python -m cpmobius.grading`` and ``python -m cpmobius.eval --completions`` (its
    default path grades with both graders): each still gets a verdict, and no marker file appears.
+4. The toy world's arithmetic (`cpmobius.toy.world.integer_arithmetic`) is read from the syntax tree.
 """
 
 from __future__ import annotations
@@ -393,3 +394,25 @@ def test_rescoring_a_completions_file_runs_no_payload(tmp_path, grader):
     assert problems["aime24-0"]["correct"][-1] is True  # the one right answer is still right
     assert (completions.parent / "grader_disagreements.md").exists()  # the other grader ran too
     assert_nothing_ran(markers)
+
+
+# ----------------------------------------------------------------------------- the toy world
+
+
+def test_toy_arithmetic_is_read_from_the_syntax_tree():
+    from cpmobius.toy.world import integer_arithmetic, make_problem, solve
+
+    assert integer_arithmetic("((7 * 3)) - 2 * (4 - 9)") == 31
+    assert integer_arithmetic("+".join(["1"] * 2000)) == 2000  # as deep as Python parses: no recursion of ours
+    for text in ("(3)(4)", "2 ** 3", "-1", "x", "__import__('os').system('true')", "(1).__class__", "3 / 4"):
+        with pytest.raises(ValueError):
+            integer_arithmetic(text)
+    with pytest.raises(SyntaxError):
+        integer_arithmetic("(3 +) 4")
+    assert solve("What is (3)(4)?") is None and solve("What is 999999 * 999999?") == str(999999 * 999999)
+    import random
+
+    rng = random.Random(0)
+    for _ in range(200):
+        problem = make_problem(rng)
+        assert solve(problem.text) == problem.answer
