@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from cpmobius.eval.cli import main as eval_main
+from cpmobius.eval.data import default_data_dir
 from cpmobius.grading import STATUSES, answers_equivalent, grade, grade_batch, majority_vote
 from cpmobius.grading.results import MODES
 from cpmobius.jsonl import write_jsonl
@@ -196,6 +197,9 @@ MATH_TEXT = [
     "x & y | z",
     "{x: 1}",
     "{1, 2}",
+    "N - n",  # sympy's function N minus a symbol: a TypeError in both
+    "(a+5)(b+2)",  # calling an Add: a TypeError in both
+    "np.arcsin(10/13)",  # a Symbol np has no arcsin: an AttributeError in both
 ]
 
 PAYLOADS = [
@@ -255,6 +259,58 @@ def test_safe_parse_expr_builds_what_sympys_parse_expr_builds(evaluate):
         assert ours == theirs or (ours[0] == theirs[0] == "error"), s
 
 
+BENCHMARKS = ("aime24", "aime25", "amc", "amc23", "math500", "minerva_math", "olympiadbench")
+
+
+def benchmark_answer_texts() -> set[str]:
+    """Every text the released grader may parse from the curated benchmarks' answers (gold, alternative
+    answers, released key; as the gold, as an extracted answer, and the sides of an equation)."""
+    from cpmobius.eval.data import _as_list, load_benchmark
+    from cpmobius.grading.released import _extract_answer, normalize_gold
+
+    texts = set()
+    for name in BENCHMARKS:
+        for row in load_benchmark(name, default_data_dir()):
+            forms = [row["answer"], *(row.get("alt_answers") or []), *_as_list(row.get("answer_upstream") or [])]
+            for form in map(str, forms):
+                for text in (form.strip(), normalize_gold(form), _extract_answer("\\boxed{" + form + "}")):
+                    texts.update({text.strip(), text.replace("\\\\", "\\").strip()})
+                    if text.count("=") == 1:
+                        left, right = text.split("=")
+                        texts.update({right.strip(), f"{left.strip()} - ({right.strip()})"})
+    return texts
+
+
+@pytest.mark.skipif(not (default_data_dir() / "aime24" / "aime24.jsonl").exists(), reason="needs ../shared/data")
+def test_safe_parse_expr_reads_every_benchmark_answer_as_sympy_does():
+    """The released grader's verdicts cannot change: every benchmark answer text either parses to the very
+    object sympy's parse_expr builds, or fails in both. Only texts the whitelist accepted in full (no code
+    in them) are handed to sympy's eval-based parser for the comparison."""
+    import warnings
+
+    import sympy
+    from sympy.parsing.sympy_parser import parse_expr as sympy_parse_expr  # the reference, in a test only
+
+    from cpmobius.grading.safe_sympy import UnsafeExpression, safe_parse_expr, safe_sympify
+
+    refused, differ = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for text in sorted(benchmark_answer_texts()):
+            for ours, theirs in ((safe_parse_expr, sympy_parse_expr), (safe_sympify, sympy.sympify)):
+                try:
+                    value = ours(text)
+                except UnsafeExpression:
+                    refused.append(text)
+                    continue
+                except Exception:  # noqa: BLE001 - unparsable: the released grader tries LaTeX next
+                    continue
+                reference = theirs(text)
+                if sympy.srepr(value) != sympy.srepr(reference):
+                    differ.append((text, value, reference))
+    assert refused == [] and differ == []
+
+
 def test_safe_parse_expr_refuses_code(tmp_path):
     from cpmobius.grading.safe_sympy import UnsafeExpression, safe_parse_expr, safe_sympify
 
@@ -273,6 +329,15 @@ def test_safe_parse_expr_refuses_code(tmp_path):
     with pytest.raises(UnsafeExpression):
         safe_parse_expr(f"__import__('pathlib').Path('{markers / 'X'}').touch()")
     assert_nothing_ran(markers)
+    # A name off the whitelist is an inert placeholder: it prints and compares as the object would, never runs.
+    import builtins
+
+    placeholder = safe_parse_expr("open")
+    assert repr(placeholder) == repr(builtins.open) and placeholder == safe_parse_expr("open")
+    assert not callable(placeholder) and not hasattr(placeholder, "__call__")
+    for text in ("open('x', 'w')", "N(2)", "Symbol('x').subs(x, 1)", "x.args", "(1, 2)[0]", "f'{x}'"):
+        with pytest.raises(UnsafeExpression):
+            safe_parse_expr(text)
 
 
 def test_install_makes_sympys_own_parser_eval_free(tmp_path):

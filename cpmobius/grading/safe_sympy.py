@@ -18,9 +18,11 @@ from a whitelist:
 * calls of those classes and functions (keyword argument: `evaluate` only); the arithmetic,
   bitwise, comparison and boolean operators as Python applies them to sympy objects.
 
-Anything else (attribute access, subscripts, lambda, comprehensions, f-strings, any other name,
-e.g. `__import__`, `open`, `eval`, `exec`, `S`, `sympify`, `lambdify`) raises `UnsafeExpression`,
-a `ValueError`, where sympy would have run it.
+Any other name (`N`, `__import__`, `open`, `eval`, `S`, `sympify`, `lambdify`) stands for an inert
+placeholder (`_Opaque`: no arithmetic, as with the function itself, and never callable). Calling it,
+attribute access, subscripts, lambda, comprehensions, f-strings and other strings raise
+`UnsafeExpression`, a `ValueError`, where sympy would have run them; a construct that fails in Python
+anyway (calling an `Add`, a missing attribute) raises Python's own error.
 
 `install()` puts the same interpreter in place of `eval` inside sympy's parser for the whole process,
 so a string that reaches `parse_expr` by another road (sympy's `sympify(str)`, `Number(str)`,
@@ -114,6 +116,28 @@ def _allowed_value(obj: Any) -> bool:
     return isinstance(obj, (sympy.Basic, *_NUMBERS)) or obj is None or _allowed_callable(obj)
 
 
+class _Opaque:
+    """Stands for a name parse_expr would bind to a non-mathematical object (`N`, `eval`, `open`, `S`):
+    like that object it is equal to itself, prints as it does and supports no arithmetic (a TypeError,
+    as Python gives), but it holds no reference to the object and can never be called."""
+
+    __slots__ = ("name", "text")
+    _interned: dict[str, _Opaque] = {}
+
+    def __init__(self, name: str, text: str) -> None:
+        self.name, self.text = name, text
+
+    @classmethod
+    def of(cls, name: str, obj: Any) -> _Opaque:
+        key = f"{name}\0{id(obj)}"
+        if key not in cls._interned:
+            cls._interned[key] = cls(name, repr(obj))
+        return cls._interned[key]
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 class _Interpreter:
     """Evaluates the expression tree of sympy-generated code over the whitelist (module docstring)."""
 
@@ -143,14 +167,18 @@ class _Interpreter:
             obj = self.global_dict[node.id]
         else:
             raise NameError(f"name {node.id!r} is not defined")
-        if not _allowed_value(obj):
-            raise UnsafeExpression(f"the name {node.id!r} is not allowed in a mathematical expression")
-        return obj
+        return obj if _allowed_value(obj) else _Opaque.of(node.id, obj)
+
+    def _Attribute(self, node: ast.Attribute) -> Any:
+        obj = self.value(node.value)
+        if not hasattr(obj, node.attr):  # Python's own error ("np.arcsin(..)": a Symbol np has no arcsin)
+            raise AttributeError(f"{type(obj).__name__!r} object has no attribute {node.attr!r}")
+        raise UnsafeExpression("attribute access is not allowed in a mathematical expression")
 
     def _Call(self, node: ast.Call) -> Any:
         func = self.value(node.func)
-        if not _allowed_callable(func):
-            raise UnsafeExpression(f"{func!r} may not be called in a mathematical expression")
+        if isinstance(func, _Opaque):
+            raise UnsafeExpression(f"{func.name!r} may not be called in a mathematical expression")
         takes_text = id(func) in _sympy_names()[2]
         args = []
         for arg in node.args:
@@ -165,6 +193,10 @@ class _Interpreter:
             ):
                 raise UnsafeExpression("the only keyword argument allowed is evaluate=True|False")
             kwargs["evaluate"] = keyword.value.value
+        if not _allowed_callable(func):
+            if not callable(func):  # Python's own error ("(a+5)(b+2)": an Add is not callable)
+                raise TypeError(f"{type(func).__name__!r} object is not callable")
+            raise UnsafeExpression(f"{func!r:.60} may not be called in a mathematical expression")
         return func(*args, **kwargs)
 
     def _BinOp(self, node: ast.BinOp) -> Any:
