@@ -261,9 +261,10 @@ def test_uneven_responses_accepted_and_reported(tmp_path, benchmark_dir):
 
 
 def test_grading_failures_counted(tmp_path, benchmark_dir):
-    # Problem 0 (gold 1): right, then a timeout; problem 1 (gold ""): an invalid gold → grader error on
-    # both; problem 2 (gold 3): a wrong verdict ("ok") and no answer.
-    data = benchmark_dir({"aime24": ["1", "", "3"], "amc": ["1"]})
+    # Problem 0 (gold 1): right, then a timeout; problem 1 (gold "N/A", a placeholder: it loads, an empty
+    # gold does not): an invalid gold → grader error on both; problem 2 (gold 3): a wrong verdict ("ok")
+    # and no answer.
+    data = benchmark_dir({"aime24": ["1", "N/A", "3"], "amc": ["1"]})
     recs = records("aime24", {0: [boxed("1"), HUGE], 1: [boxed("2"), "no box"], 2: [boxed("4"), "no box"]}) + records(
         "amc", {0: [boxed("1")] * 2}
     )

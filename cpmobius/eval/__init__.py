@@ -3,7 +3,8 @@
 What it holds, in the order a run goes through it (``python -m cpmobius.eval``, `cli`):
 
 - `data`: the benchmarks (local JSONL / parquet copies or the hub), their answer keys (corrected
-  and released) and the evaluation prompt; `demo`: the built-in eight-problem benchmark (no files);
+  and released) and the evaluation prompt; `records`: a file's records → uniform rows (schemas, the
+  empty-gold and duplicate-id checks); `demo`: the built-in eight-problem benchmark (no files);
 - `generation`: k responses per prompt through vLLM or HF transformers, the released sampling
   protocol;
 - `completions`: a run's ``completions.jsonl``: generation with resume, read back for scoring;

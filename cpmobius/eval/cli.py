@@ -153,7 +153,9 @@ def _load_rows(
         files[name] = path
     rows, sizes = {}, {}
     for b in benchmarks:
-        rows[b] = load_benchmark(b, args.data_dir, source=args.source, path=files.get(b))
+        rows[b] = load_benchmark(
+            b, args.data_dir, source=args.source, path=files.get(b), allow_duplicate_ids=args.allow_duplicate_ids
+        )
         sizes[b] = len(rows[b])
         if limit is not None:
             rows[b] = rows[b][:limit]

@@ -214,6 +214,8 @@ def read_completions(path: str | Path) -> list[dict[str, Any]]:
     """Read and validate a completions JSONL file (gzip-compressed when the name ends in ``.gz``, as the
     committed runs under ``results/`` keep them).
 
+    A UTF-8 byte-order mark at the start is read. Nothing in the file is run: responses are text to grade.
+
     Raises:
         ValueError: a file that is not UTF-8, a line that is not a JSON object with `benchmark`
             (a known name), `problem_id` (str or int) and `response` (str or null), or a repeated
@@ -228,6 +230,7 @@ def read_completions(path: str | Path) -> list[dict[str, Any]]:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError; a cut-off file is an EOFError
             raise ValueError(f"{path}: not a complete gzip file ({error})") from None
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark (as some editors write) is read
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

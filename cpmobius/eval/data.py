@@ -10,13 +10,21 @@ Sources
   same folder, or any file given as `--data-file name=PATH`. Parquet may be the uniform schema, the
   released verl schema (`prompt`, `reward_model.ground_truth`, `extra_info.index`: the files of
   `ASL-r/CPMobius evaluation/data/`, deduplicated by `extra_info.index`), or a flat `question` /
-  `answer` table (the released AIME-2025 file, deduplicated by question text).
+  `answer` table (the released AIME-2025 file, deduplicated by question text). A JSONL file may
+  start with a UTF-8 byte-order mark.
 * built in: `demo` (`cpmobius.eval.demo`), eight problems written for this project, shipped with the
   package so that the evaluation runs from a fresh clone (any source; `--data-file demo=PATH` overrides).
 * hub: `HUB_SOURCES` (one dataset id, config and split per benchmark, field names below). The ids
   were chosen as the upstream origin of each released file where one exists on the hub, and their
   field mapping was checked against the local copies (tests/test_evaluation_harness.py): the hub
   cannot be reached from our CI, so the row *contents* are checked only through the local copies.
+
+Checks (`cpmobius.eval.records.rows_from_records`, re-exported here): a row whose gold answer
+(`answer`, an `alt_answers` entry, the released key) is empty or null is a load error naming the file
+and line (it would otherwise be scored as a grading error, lowering the model's score); two rows with
+one `id` are an error unless `allow_duplicate_ids` (`--allow-duplicate-ids`: the first row of each id
+is kept, the others named on stderr). Exact copies in the tiled released files are dropped silently;
+copies that differ are duplicates.
 
 Answer keys (`answer_key`)
 --------------------------
@@ -38,12 +46,20 @@ get a second BOS from the engine's tokenizer.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from cpmobius.eval.records import (  # noqa: F401 - re-exported: the names of `cpmobius.eval.data`
+    INSTRUCTION_SUFFIX,
+    _as_list,
+    _check_gold,
+    _jsonable,
+    _row,
+    plain_answer,
+    rows_from_records,
+    strip_instruction,
+)
 from cpmobius.jsonl import JSONLineError, json_objects
 
 BENCHMARKS = ("amc", "aime24", "aime25", "math500", "minerva_math", "olympiadbench", "amc23", "demo")
@@ -51,9 +67,6 @@ BENCHMARKS = ("amc", "aime24", "aime25", "math500", "minerva_math", "olympiadben
 
 BUILTIN_BENCHMARKS = ("demo",)
 """Benchmarks shipped with the package (`cpmobius.eval.demo`): no file, no hub."""
-
-INSTRUCTION_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
-"""The verl-schema suffix of every released evaluation prompt; the released loader strips it."""
 
 STOP_STRINGS = {
     "aime24": ("\n###\nProblem: ", "<|eot_id|>"),
@@ -166,100 +179,11 @@ def local_data_dir() -> Path:
     return curated if curated.is_dir() else FETCHED_DATA_DIR
 
 
-def strip_instruction(text: str) -> str:
-    """The problem without the released verl suffix (the released loader's behaviour)."""
-    text = str(text)
-    return text[: -len(INSTRUCTION_SUFFIX)] if text.endswith(INSTRUCTION_SUFFIX) else text
-
-
-def plain_answer(value: Any) -> str:
-    """A reference answer as a string: `142.0` → `"142"`, `$x$` → `x`, `$a$,$b$` and lists → `a, b`.
-
-    The hub/parquet normalisation of the curated copies (MANIFEST §4): integral floats lose
-    `.0`, outer `$…$` are removed, a list of several answers becomes `a, b`, strings are stripped.
-    """
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
-        return str(int(value))
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
-        return ", ".join(plain_answer(v) for v in list(value))
-    text = str(value).strip()
-    if len(text) >= 2 and text.startswith("$") and text.endswith("$"):
-        # OlympiadBench lists: "$a$,$b$" / "$a$, $b$" → "a, b".
-        parts = re.split(r"\$\s*,\s*\$", text[1:-1])
-        if all("$" not in part for part in parts):
-            text = ", ".join(part.strip() for part in parts)
-    return text
-
-
-def _as_list(value: Any) -> list:
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
-        return list(value)
-    return [value]
-
-
-def _row(name: str, i: int, problem: Any, answer_upstream: Any, row_id: Any = None) -> dict[str, Any]:
-    """A uniform row from a released/hub record (corrected key = the normalised released key)."""
-    forms = [plain_answer(a) for a in _as_list(answer_upstream)]
-    return {
-        "id": f"{name}-{row_id if row_id is not None else i}",
-        "problem": strip_instruction(problem),
-        "answer": forms[0] if forms else "",
-        "alt_answers": list(dict.fromkeys(forms[1:])),
-        "answer_upstream": _jsonable(answer_upstream),
-        "flags": [],
-    }
-
-
-def _jsonable(value: Any) -> Any:
-    if type(value).__name__ == "ndarray" or isinstance(value, tuple):
-        return [_jsonable(v) for v in list(value)]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        return value.item()
-    return value
-
-
-def rows_from_records(name: str, records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Uniform rows from parsed records of any supported schema (see the module docstring).
-
-    Raises:
-        ValueError: a record of no known schema.
-    """
-    rows: list[dict[str, Any]] = []
-    seen: set = set()
-    for i, rec in enumerate(records):
-        if "id" in rec and "problem" in rec and "answer" in rec:  # uniform schema
-            row = dict(rec)
-            row.setdefault("alt_answers", [])
-            row["alt_answers"] = list(row["alt_answers"] or [])
-            row["problem"] = strip_instruction(row["problem"])
-            key = row["id"]
-        elif "prompt" in rec and "reward_model" in rec:  # released verl schema, tiled copies
-            prompt = _as_list(rec["prompt"])
-            user = [m["content"] for m in prompt if m.get("role") == "user"]
-            index = (rec.get("extra_info") or {}).get("index", i)
-            row = _row(name, i, user[-1] if user else "", rec["reward_model"]["ground_truth"], index)
-            row["index"] = int(index)
-            key = row["index"]
-        elif "question" in rec and "answer" in rec:  # flat released schema (AIME 2025)
-            key = rec["question"]
-            row = _row(name, len(rows), rec["question"], rec["answer"])
-        elif "problem" in rec and "answer" in rec:
-            key = rec["problem"]
-            row = _row(name, len(rows), rec["problem"], rec["answer"])
-        else:
-            raise ValueError(f"benchmark {name!r}: record {i} has no known schema (fields {sorted(rec)[:8]})")
-        if key in seen:
-            continue
-        seen.add(key)
-        rows.append(row)
-    return rows
-
-
 def rows_from_hub_records(name: str, records: Iterable[Mapping[str, Any]], source: HubSource) -> list[dict[str, Any]]:
     """Uniform rows from hub records of `source` (field mapping of `HUB_SOURCES`).
 
     Raises:
-        ValueError: a record lacking the mapped problem or answer field.
+        ValueError: a record lacking the mapped problem or answer field, or with an empty answer.
     """
     rows = []
     for i, rec in enumerate(records):
@@ -268,6 +192,7 @@ def rows_from_hub_records(name: str, records: Iterable[Mapping[str, Any]], sourc
         missing = [f for f in (source.problem_field, source.answer_field) if f not in rec]
         if missing:
             raise ValueError(f"hub {source.repo}: record {i} lacks {missing}; fields are {sorted(rec)}")
+        _check_gold(name, f"hub {source.repo} record {i}", source.answer_field, rec[source.answer_field])
         rid = rec.get(source.id_field) if source.id_field else None
         row = _row(name, i, rec[source.problem_field], rec[source.answer_field], i)
         row["hub_id"] = _jsonable(rid) if rid is not None else i
@@ -276,20 +201,34 @@ def rows_from_hub_records(name: str, records: Iterable[Mapping[str, Any]], sourc
     return rows
 
 
-def _read_file(name: str, path: Path) -> list[dict[str, Any]]:
+def _read_file(name: str, path: Path, allow_duplicate_ids: bool = False) -> list[dict[str, Any]]:
     if path.suffix == ".parquet":
         import pandas as pd
 
-        return rows_from_records(name, pd.read_parquet(path).to_dict("records"))
-    with open(path, encoding="utf-8") as f:
+        records = pd.read_parquet(path).to_dict("records")
+        where = [f"{path} row {i}" for i in range(len(records))]
+        return rows_from_records(name, records, locations=where, allow_duplicate_ids=allow_duplicate_ids)
+    # utf-8-sig: a byte-order mark (as some editors write) is read, not a JSON error on line 1.
+    with open(path, encoding="utf-8-sig") as f:
         try:
-            return rows_from_records(name, (row for _, row in json_objects(f)))
+            numbered = list(json_objects(f))
         except JSONLineError as error:
             raise ValueError(f"benchmark {name!r}: {path}:{error.line_no}: {error.reason}") from None
+    return rows_from_records(
+        name,
+        [rec for _, rec in numbered],
+        locations=[f"{path}:{line_no}" for line_no, _ in numbered],
+        allow_duplicate_ids=allow_duplicate_ids,
+    )
 
 
 def load_benchmark(
-    name: str, data_dir: str | Path | None = None, *, source: str = "local", path: str | Path | None = None
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    source: str = "local",
+    path: str | Path | None = None,
+    allow_duplicate_ids: bool = False,
 ) -> list[dict[str, Any]]:
     """One benchmark as uniform rows (one per problem).
 
@@ -299,12 +238,14 @@ def load_benchmark(
         source: "local" or "hub" (`datasets.load_dataset` with `HUB_SOURCES[name]`); a built-in
             benchmark (`demo`) ignores it.
         path: an explicit local file (JSONL or parquet), overriding `data_dir` (and a built-in benchmark).
+        allow_duplicate_ids: keep the first of several rows with one id instead of refusing the file.
 
     Returns:
         Rows with `id`, `problem`, `answer`, `alt_answers` (and `answer_upstream` where known).
 
     Raises:
-        ValueError: unknown benchmark or source, a malformed file, a row without `id`/`answer`.
+        ValueError: unknown benchmark or source, a malformed file, a row without `id`/`answer`, an
+            empty or null gold answer (naming the file and line), two rows with one id.
         FileNotFoundError: no local file for the benchmark.
     """
     if name not in BENCHMARKS:
@@ -333,7 +274,7 @@ def load_benchmark(
                 f"--out data/eval` (from the Hugging Face hub), load them from the hub with --source hub, give "
                 f"--data-dir DIR or --data-file {name}=PATH, or try the pipeline on the built-in --benchmarks demo"
             )
-        rows = _read_file(name, path)
+        rows = _read_file(name, path, allow_duplicate_ids)
     for i, row in enumerate(rows):
         if "id" not in row or "answer" not in row:
             raise ValueError(f"benchmark {name!r}: row {i} lacks 'id' or 'answer'")

@@ -208,6 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BENCHMARK=PATH",
         help="one benchmark's file (JSONL or parquet, e.g. a released parquet), overriding --data-dir",
     )
+    data.add_argument(
+        "--allow-duplicate-ids",
+        action="store_true",
+        help="keep the first of several benchmark rows with one id (named on stderr) instead of refusing the file",
+    )
     scoring = p.add_argument_group("scoring")
     scoring.add_argument(
         "--answer-key",

@@ -195,9 +195,29 @@ special case), a tie or a `None` majority gives no label and pass rate 0; `grade
 evaluation grader: `match_answer` heuristics, the character-set `str.strip` quirk, gold
 `lstrip("0")`, and a Qwen/PRIME-style `math_equal` (string, numeric with rel_tol 1e-4 and ×/÷100
 variants, bracket-stripped string, element-wise tuples, equations, symbolic via sympy, π also tried
-as 3.14). The released `grader.py` itself was not available to us; the symbolic step uses sympy
-`parse_expr` and `latex2sympy2_extended` (not sympy's `parse_latex`), so rare symbolic edge cases
-may differ. Its slow steps also run in the worker pool, so they cannot hang either.
+as 3.14). The released `grader.py` itself was not available to us; the symbolic step parses with
+sympy's `parse_expr` grammar and `latex2sympy2_extended` (not sympy's `parse_latex`), so rare
+symbolic edge cases may differ. Its slow steps also run in the worker pool, so they cannot hang either.
+
+No answer is run as code
+------------------------
+Responses, completions files and benchmark golds are untrusted text. sympy's `parse_expr` (and
+`sympify` on a string) run their text with Python's `eval`, so the released grader's parse uses
+`safe_sympy.safe_parse_expr` instead: sympy's own tokenizer and transformations, then a whitelist
+interpreter of the expression tree (sympy objects and classes, `sqrt`-like functions, arithmetic,
+tuples; any other name is an inert placeholder that cannot be called; no attribute access, subscript,
+lambda or string), which builds the same sympy objects. The worker processes also put that
+interpreter in place of `eval` inside sympy's parser (`safe_sympy.install()`), so no string reaches
+`eval` by another road (math-verify's plain-expression parse, `sympify(str)`, `Number(str)`,
+`Expr.equals(str)`). Text off the whitelist, e.g. `\boxed{__import__('os').system(..)}`, is simply not
+an expression: it gets a verdict (not equal) like any other unparsable answer. The one place the
+released grader's verdicts can differ: a code-style call of a sympy function off the whitelist
+(`N(..)`, `simplify(..)`, `solve(..)`) or a string literal is not evaluated, so that answer is read as
+LaTeX instead. Measured on the six benchmarks and amc23 (every row's answer, alternative answers and
+released key against each other and itself, plus each answer against the previous row's: 5185 pairs,
+2057 of them through the symbolic step), the released grader's verdicts and statuses are unchanged
+(0 changes), and so are the cpmobius grader's; every benchmark answer text parses to the object sympy's
+`parse_expr` builds, or fails in both (tests/test_no_code_execution.py).
 
 Departures from the paper / released code (marked `# CPMöbius:` in the code)
 ----------------------------------------------------------------------------
@@ -220,6 +240,7 @@ Modules (one responsibility each; this file is only the public API)
 * `canonical`: the canonicalisation rewrite (the policy table's string rules).
 * `arithmetic`, `fast_path`: exact in-process evaluation and equivalence (the fast path).
 * `isolation`, `worker`: the worker-process pool with deadlines; math-verify runs in `worker`.
+* `safe_sympy`: sympy's string parser without `eval` (the whitelist interpreter, `install`).
 * `equivalence`: pairs → verdicts (fast path, cache, pool); `answers_equivalent`.
 * `scoring`: `grade`, `grade_batch`.  `vote`: `majority_vote`.  `released`: `released` mode.
 * `__main__`: the command-line interface.

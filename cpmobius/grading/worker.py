@@ -4,7 +4,8 @@ Runs in a child process started by `isolation` (never imported by the parent's c
 JSON task per stdin line, answers one JSON result per stdout line. Tasks: "eq" (math-verify
 `parse`/`verify` of two canonical answers, after exact numeric and two-point checks) and
 "released" (the released `math_equal`'s symbolic steps). No signals are used here: the parent
-kills an overrunning worker at its deadline.
+kills an overrunning worker at its deadline. Answers are untrusted text: sympy's parser runs here
+with `safe_sympy.install()` in force, so no string reaches Python's `eval` (nor `exec`).
 
 Departures from the paper / released code (marked `# CPMöbius:`): math-verify's unit stripping is
 off (units follow the canonicalisation policy); numbers it compares inside tuples, sets, intervals
@@ -27,7 +28,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from . import released
+from . import released, safe_sympy
 from .arithmetic import MP, Irr, TooBig, Undetermined, Unsupported, determined, num_add, num_eq, num_mul, num_pow
 
 _MV: dict[str, Any] = {}
@@ -37,6 +38,7 @@ _MV: dict[str, Any] = {}
 def _mv_parse(s: str) -> list:
     mv = _MV
     if not mv:
+        safe_sympy.install()  # math-verify's plain-expression parse and sympify(str) never reach eval
         import math_verify
         from latex2sympy2_extended.latex2sympy2 import NormalizationConfig
         from math_verify.parser import ExprExtractionConfig, LatexExtractionConfig
@@ -340,6 +342,7 @@ def main() -> None:  # pragma: no cover - runs in the worker process
     except Exception:
         pass
     logging.disable(logging.WARNING)  # math-verify warns about disabled timeouts
+    safe_sympy.install()  # no answer text reaches eval through sympy's parser in this process
     out = sys.stdout.buffer
     try:
         _mv_parse("1")

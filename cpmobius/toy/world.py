@@ -17,7 +17,9 @@ the validation set weighs every level the same.
 
 from __future__ import annotations
 
+import ast
 import functools
+import operator
 import random
 import re
 import sys
@@ -62,7 +64,7 @@ def make_problem(rng: random.Random, difficulty: Optional[int] = None) -> ToyPro
     if not 0 <= difficulty < LEVELS:
         raise ValueError(f"difficulty must be in 0..{LEVELS - 1}, got {difficulty}")
     expression = f"{rng.randint(0, 9)} {rng.choice(OPERATORS)} {rng.randint(0, 9)}"
-    answer = str(eval(expression))  # noqa: S307 - digits and + - * only
+    answer = str(integer_arithmetic(expression))
     return ToyProblem(f"What is {'(' * difficulty}{expression}{')' * difficulty}?", answer, difficulty)
 
 
@@ -284,11 +286,41 @@ def solve(text: str) -> Optional[str]:
         return None
     expression = re.sub(r"\d+", lambda m: str(int(m.group())), match.group(1))  # "05" is 5, not a syntax error
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SyntaxWarning)  # "(3)(4)": 'int' object is not callable
-            return str(eval(expression))  # noqa: S307 - digits, + - * and parentheses only, checked above
-    except (SyntaxError, TypeError):  # "(3 +) 4", "(3)(4)"
+        return str(integer_arithmetic(expression))
+    except (SyntaxError, ValueError, RecursionError):  # "(3 +) 4", "(3)(4)", a tree too deep to parse
         return None
+
+
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
+
+
+def integer_arithmetic(expression: str) -> int:
+    """The value of an expression of non-negative integers, + - * and parentheses (Python's precedence),
+    computed from its syntax tree: nothing in the text is run as code.
+
+    Raises:
+        SyntaxError: not a Python expression ("(3 +) 4").
+        ValueError: anything but integers, + - * and parentheses ("(3)(4)", "2 ** 3", "-1", "x").
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # "(3)(4)": 'int' object is not callable
+        tree = ast.parse(expression.strip(), mode="eval")
+
+    values: list[int] = []
+    todo: list[tuple[ast.AST, bool]] = [(tree.body, False)]  # post-order without recursion: 1+1+...+1 is deep
+    while todo:
+        node, operands_done = todo.pop()
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            values.append(node.value)
+        elif isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            if operands_done:
+                right = values.pop()
+                values.append(_ARITHMETIC[type(node.op)](values.pop(), right))
+            else:
+                todo += [(node, True), (node.right, False), (node.left, False)]
+        else:
+            raise ValueError(f"not integer arithmetic: {ast.dump(node)[:80]}")
+    return values[0]
 
 
 _LEVELLED = re.compile(r"^What is (\(*)(\d \S \d)(\)*)\?$")
