@@ -8,7 +8,7 @@ tracker that names it.
 
 A resume checks the checkpoint against its manifest before Ray starts (`verify_checkpoint`): a file
 missing, of another size, with another hash, or a file the manifest does not list, makes the checkpoint
-broken. verl loads its shards with ``torch.load(weights_only=False)`` (pickles run code), so that
+broken. verl loads its shards with ``torch.load`` with weights_only off (pickles run code), so that
 load is reached only for files that match what this run wrote.
 
 Cost, measured on the 2-core Xeon (SHA-NI) of the development machine: SHA-256 of a 2 GiB file read

@@ -141,7 +141,7 @@ def test_the_checker_sees_a_code_runner(bad):
         "yaml.safe_load(t)",
         "json.loads(t)",
         "sp.compile = keep",
-        "safe_parse_expr(t)",
+        "parse_math_expression(t)",
         "import pickle",
         "x = pickle.UnpicklingError",
     ],
@@ -240,12 +240,12 @@ def assert_nothing_ran(folder: Path) -> None:
 
 
 @pytest.mark.parametrize("evaluate", [True, False])
-def test_safe_parse_expr_builds_what_sympys_parse_expr_builds(evaluate):
+def test_parse_math_expression_builds_what_sympys_parse_expr_builds(evaluate):
     """Trusted text: sympy's parse_expr (eval) and the whitelist interpreter give the same objects, or both fail."""
     import sympy
     from sympy.parsing.sympy_parser import parse_expr as sympy_parse_expr  # the reference, in a test only
 
-    from cpmobius.grading.safe_sympy import safe_parse_expr
+    from cpmobius.grading.safe_sympy import parse_math_expression
 
     def outcome(f, s):
         try:
@@ -255,7 +255,7 @@ def test_safe_parse_expr_builds_what_sympys_parse_expr_builds(evaluate):
         return ("ok", sympy.srepr(value) if isinstance(value, sympy.Basic) else repr(value))
 
     for s in MATH_TEXT:
-        ours, theirs = outcome(safe_parse_expr, s), outcome(sympy_parse_expr, s)
+        ours, theirs = outcome(parse_math_expression, s), outcome(sympy_parse_expr, s)
         assert ours == theirs or (ours[0] == theirs[0] == "error"), s
 
 
@@ -282,7 +282,7 @@ def benchmark_answer_texts() -> set[str]:
 
 
 @pytest.mark.skipif(not (default_data_dir() / "aime24" / "aime24.jsonl").exists(), reason="needs ../shared/data")
-def test_safe_parse_expr_reads_every_benchmark_answer_as_sympy_does():
+def test_parse_math_expression_reads_every_benchmark_answer_as_sympy_does():
     """The released grader's verdicts cannot change: every benchmark answer text either parses to the very
     object sympy's parse_expr builds, or fails in both. Only texts the whitelist accepted in full (no code
     in them) are handed to sympy's eval-based parser for the comparison."""
@@ -291,13 +291,13 @@ def test_safe_parse_expr_reads_every_benchmark_answer_as_sympy_does():
     import sympy
     from sympy.parsing.sympy_parser import parse_expr as sympy_parse_expr  # the reference, in a test only
 
-    from cpmobius.grading.safe_sympy import UnsafeExpression, safe_parse_expr, safe_sympify
+    from cpmobius.grading.safe_sympy import UnsafeExpression, parse_math_expression, to_sympy
 
     refused, differ = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for text in sorted(benchmark_answer_texts()):
-            for ours, theirs in ((safe_parse_expr, sympy_parse_expr), (safe_sympify, sympy.sympify)):
+            for ours, theirs in ((parse_math_expression, sympy_parse_expr), (to_sympy, sympy.sympify)):
                 try:
                     value = ours(text)
                 except UnsafeExpression:
@@ -311,13 +311,13 @@ def test_safe_parse_expr_reads_every_benchmark_answer_as_sympy_does():
     assert refused == [] and differ == []
 
 
-def test_safe_parse_expr_refuses_code(tmp_path):
-    from cpmobius.grading.safe_sympy import UnsafeExpression, safe_parse_expr, safe_sympify
+def test_parse_math_expression_refuses_code(tmp_path):
+    from cpmobius.grading.safe_sympy import UnsafeExpression, parse_math_expression, to_sympy
 
     markers = tmp_path / "markers"
     refused = 0
     for payload in payloads(markers):
-        for parse in (safe_parse_expr, safe_sympify):
+        for parse in (parse_math_expression, to_sympy):
             try:
                 parse(payload)  # a LaTeX payload may read as mathematics (a product of letters): harmless
             except UnsafeExpression:
@@ -327,17 +327,17 @@ def test_safe_parse_expr_refuses_code(tmp_path):
     assert refused >= len(PAYLOADS)  # most are refused as code, not merely unparsable
     assert_nothing_ran(markers)
     with pytest.raises(UnsafeExpression):
-        safe_parse_expr(f"__import__('pathlib').Path('{markers / 'X'}').touch()")
+        parse_math_expression(f"__import__('pathlib').Path('{markers / 'X'}').touch()")
     assert_nothing_ran(markers)
     # A name off the whitelist is an inert placeholder: it prints and compares as the object would, never runs.
     import builtins
 
-    placeholder = safe_parse_expr("open")
-    assert repr(placeholder) == repr(builtins.open) and placeholder == safe_parse_expr("open")
+    placeholder = parse_math_expression("open")
+    assert repr(placeholder) == repr(builtins.open) and placeholder == parse_math_expression("open")
     assert not callable(placeholder) and not hasattr(placeholder, "__call__")
     for text in ("open('x', 'w')", "N(2)", "Symbol('x').subs(x, 1)", "x.args", "(1, 2)[0]", "f'{x}'"):
         with pytest.raises(UnsafeExpression):
-            safe_parse_expr(text)
+            parse_math_expression(text)
 
 
 def test_install_makes_sympys_own_parser_eval_free(tmp_path):

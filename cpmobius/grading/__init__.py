@@ -203,12 +203,12 @@ No answer is run as code
 ------------------------
 Responses, completions files and benchmark golds are untrusted text. sympy's `parse_expr` (and
 `sympify` on a string) run their text with Python's `eval`, so the released grader's parse uses
-`safe_sympy.safe_parse_expr` instead: sympy's own tokenizer and transformations, then a whitelist
+`safe_sympy.parse_math_expression` instead: sympy's own tokenizer and transformations, then a whitelist
 interpreter of the expression tree (sympy objects and classes, `sqrt`-like functions, arithmetic,
 tuples; any other name is an inert placeholder that cannot be called; no attribute access, subscript,
 lambda or string), which builds the same sympy objects. The worker processes also put that
 interpreter in place of `eval` inside sympy's parser (`safe_sympy.install()`), so no string reaches
-`eval` by another road (math-verify's plain-expression parse, `sympify(str)`, `Number(str)`,
+`eval` by another road (math-verify's plain-expression parse, `sympify` or `Number` of a string,
 `Expr.equals(str)`). Text off the whitelist, e.g. `\boxed{__import__('os').system(..)}`, is simply not
 an expression: it gets a verdict (not equal) like any other unparsable answer. The one place the
 released grader's verdicts can differ: a code-style call of a sympy function off the whitelist

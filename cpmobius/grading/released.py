@@ -199,9 +199,9 @@ def _sympy_equal(a_s: str, b_s: str, pi: float) -> bool:
     """The released symbolic comparison: parse (sympy, then LaTeX), equal, simplify, numeric.
 
     The released code parsed with sympy's `parse_expr`, which runs the text as Python: here
-    `safe_sympy.safe_parse_expr` builds the same sympy objects from a whitelist instead, and a text neither
+    `safe_sympy.parse_math_expression` builds the same sympy objects from a whitelist instead, and a text neither
     parser reads stays a string that is never handed to sympy (the released `a.equals(text)` would
-    `sympify` it: `safe_sympy.safe_sympify` reads it as sympify does, without `eval`).
+    `sympify` it: `safe_sympy.to_sympy` reads it as sympify does, without `eval`).
     """
     import sympy
     from latex2sympy2_extended import latex2sympy
@@ -211,7 +211,7 @@ def _sympy_equal(a_s: str, b_s: str, pi: float) -> bool:
     safe_sympy.install()  # nothing latex2sympy or sympy parses below reaches eval either
 
     def parse(s: str) -> Any:
-        for f in (safe_sympy.safe_parse_expr, latex2sympy):
+        for f in (safe_sympy.parse_math_expression, latex2sympy):
             for t in (s.replace("\\\\", "\\"), s):
                 try:
                     return f(t)
@@ -221,7 +221,7 @@ def _sympy_equal(a_s: str, b_s: str, pi: float) -> bool:
 
     def equals(x: Any, y: Any) -> Any:
         # `Expr.equals` sympifies its argument, a string included (released: parse_expr's eval).
-        return x.equals(safe_sympy.safe_sympify(y) if isinstance(y, str) and hasattr(x, "equals") else y)
+        return x.equals(safe_sympy.to_sympy(y) if isinstance(y, str) and hasattr(x, "equals") else y)
 
     a, b = parse(a_s), parse(b_s)
     try:

@@ -1,11 +1,11 @@
 """SymPy's string parser without Python's `eval` (stage: grading).
 
 sympy's `parse_expr` (and `sympify` on a string, which calls it) turns the text into Python code
-and runs it with `eval`: `parse_expr("__import__('os').system('...')")` runs that command. Answers
+and runs it with `eval`: `parse_expr` of the text `__import__('os').system('...')` runs that command. Answers
 come from a model under RL, from completions files and from benchmark files, none of them trusted,
 so no such text may reach `eval`.
 
-`safe_parse_expr(s)` here gives what `sympy.parsing.sympy_parser.parse_expr(s)` gives for mathematical
+`parse_math_expression(s)` here gives what sympy's `parse_expr` gives on `s` for mathematical
 text, built the same way (sympy's own tokenizer and transformations write the same code), except
 that the code is never run: `_Interpreter` walks its syntax tree and builds the sympy objects itself,
 from a whitelist:
@@ -25,7 +25,7 @@ attribute access, subscripts, lambda, comprehensions, f-strings and other string
 anyway (calling an `Add`, a missing attribute) raises Python's own error.
 
 `install()` puts the same interpreter in place of `eval` inside sympy's parser for the whole process,
-so a string that reaches `parse_expr` by another road (sympy's `sympify(str)`, `Number(str)`,
+so a string that reaches `parse_expr` by another road (sympy's `sympify` or `Number` of a string,
 `Expr.equals(str)`; math-verify's plain-expression parse; latex2sympy's number tokens) is never run
 as code either. The grading worker processes call it at start-up.
 """
@@ -254,11 +254,11 @@ def interpret(code: str | ast.AST, local_dict: Mapping[str, Any], global_dict: M
         SyntaxError, TypeError, ...: as `eval` of the same code would (the caller catches them).
     """
     if isinstance(code, str):
-        code = ast.parse(code.lstrip(" \t"), mode="eval")  # eval() also drops leading blanks
+        code = ast.parse(code.lstrip(" \t"), mode="eval")  # Python's eval also drops leading blanks
     return _Interpreter(local_dict, global_dict).run(code)
 
 
-def safe_parse_expr(
+def parse_math_expression(
     s: str,
     local_dict: dict[str, Any] | None = None,
     transformations: Any = None,
@@ -291,8 +291,8 @@ def safe_parse_expr(
     return interpret(tree, local_dict, global_dict)
 
 
-def safe_sympify(s: str) -> Any:
-    """What `sympy.sympify(s)` gives for a string s (standard transformations and `^` as a power), without `eval`.
+def to_sympy(s: str) -> Any:
+    """What `sympy.sympify` gives for a string s (standard transformations and `^` as a power), without `eval`.
 
     Raises:
         sympy.SympifyError: unparsable text (as sympify); UnsafeExpression: text off the whitelist.
@@ -301,7 +301,7 @@ def safe_sympify(s: str) -> Any:
     from sympy.parsing.sympy_parser import TokenError
 
     try:
-        return safe_parse_expr(s.replace("\n", ""), convert_xor=True)
+        return parse_math_expression(s.replace("\n", ""), convert_xor=True)
     except (TokenError, SyntaxError) as exc:
         raise SympifyError(f"could not parse {s!r}", exc) from None
 
@@ -322,13 +322,13 @@ def install() -> None:
     """Replace `eval` in sympy's parser by the interpreter, for this whole process (idempotent).
 
     Every `parse_expr` of sympy, however it was imported, looks `eval_expr` and `compile` up in its
-    module at call time, so `sympify(str)`, `Number(str)`, `Expr.equals(str)`, math-verify's and
+    module at call time, so `sympify`, `Number` and `Expr.equals` of a string, math-verify's and
     latex2sympy's calls all go through `interpret`.
     """
     from sympy.parsing import sympy_parser as sp
 
     sp.eval_expr = _eval_expr
-    sp.compile = _keep_tree  # type: ignore[attr-defined]  # shadows the builtin for parse_expr(evaluate=False)
+    sp.compile = _keep_tree  # type: ignore[attr-defined]  # shadows the builtin for parse_expr with evaluate=False
 
 
 def installed() -> bool:

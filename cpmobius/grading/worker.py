@@ -38,7 +38,7 @@ _MV: dict[str, Any] = {}
 def _mv_parse(s: str) -> list:
     mv = _MV
     if not mv:
-        safe_sympy.install()  # math-verify's plain-expression parse and sympify(str) never reach eval
+        safe_sympy.install()  # math-verify's plain-expression parse and sympify of a string never reach eval
         import math_verify
         from latex2sympy2_extended.latex2sympy2 import NormalizationConfig
         from math_verify.parser import ExprExtractionConfig, LatexExtractionConfig
