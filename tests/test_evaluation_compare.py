@@ -113,6 +113,8 @@ def test_cli_compares_two_models_side_by_side(tmp_path, benchmark_dir):
     assert diff["OOD Avg"]["validation_set"] == "math500"
     assert diff["OOD Avg"]["avg@k"] == pytest.approx(25.0)  # MATH-500 left out: +25 on the other five
     assert diff["Avg"]["avg@k"] == pytest.approx((5 * 25 + 75) / 6)
+    assert diff["Avg w/o Minerva"]["avg@k"] == pytest.approx((4 * 25 + 75) / 5)  # +25 on Minerva left out
+    assert cells[8].startswith("+35.0")  # the same cell in the table's last column
     for label in ("base", "trained"):  # each model's own table in its folder
         assert json.loads((out / label / "results.json").read_text())["summary"]["math500"]["n_problems"] == 2
 

@@ -13,14 +13,17 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from cpmobius.eval.scoring import METRICS, PAPER_VALIDATION_SET, TABLE_COLUMNS
+from cpmobius.eval.scoring import METRICS, NO_MINERVA_AVG, PAPER_VALIDATION_SET, TABLE_COLUMNS, averages
 
 
 def _released_row(avg: float, ood: float, *benchmarks: float) -> dict[str, float]:
     """One row of the released table, in its column order: Average, OOD Average, AMC, AIME 2024, AIME 2025,
     Minerva, MATH, Olympiad → our column headers."""
     headers = ("AMC", "AIME24", "AIME25", "Minerva", "MATH-500", "OlympiadBench")
-    return {"Avg": avg, "OOD Avg": ood, **dict(zip(headers, benchmarks, strict=True))}
+    row = {"Avg": avg, "OOD Avg": ood, **dict(zip(headers, benchmarks, strict=True))}
+    # Not in the released table: computed from its own columns (as ours is from ours).
+    kept = [value for header, value in zip(headers, benchmarks) if header != "Minerva"]
+    return row | {NO_MINERVA_AVG: sum(kept) / len(kept)}
 
 
 # Source: the released README's Results table, every row and column as printed (Avg and OOD Avg not recomputed:
@@ -151,7 +154,7 @@ def table_notes(summary: Mapping[str, Any], with_paper_rows: bool = False) -> li
     partial = [f"{h} {e['n_problems']}/{e['n_problems_expected']}" for h, _, e in benches if e.get("complete") is False]
     if partial:
         notes.append(f"{PARTIAL_MARK} Partial: only some problems scored (scored/expected): {', '.join(partial)}.")
-    for name in ("Avg", "OOD Avg"):
+    for name, _ in averages():
         entry = summary.get(name) or {}
         if entry.get("reason"):
             notes.append(f"{name} —: {entry['reason']}.")

@@ -28,12 +28,12 @@ from dataclasses import asdict
 from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval.scoring import (
-    AVG_BENCHMARKS,
     DEFAULT_K,
     GRADERS,
     METRICS,
     PAPER_VALIDATION_SET,
     ProblemScores,
+    averages,
     avg_at_k,
     golds_for,
     grader_disagreements,
@@ -169,16 +169,16 @@ def summarise(
     Returns:
         {benchmark: {"n_problems", "n_problems_expected", "n_problems_benchmark", "complete", "k",
          "n_min", "n_max", "k_protocol", "n_responses", "grading", metric, metric + "_ci"},
-         "Avg": {...}, "OOD Avg": {..., "validation_set"}}. k is the responses per problem (pass@k
-        uses it); Avg / OOD Avg are the unweighted means of the per-benchmark numbers over
-        `AVG_BENCHMARKS` / `ood_benchmarks(validation_set)`, with a stratified-bootstrap CI, or None
-        with a `reason` (a benchmark missing, or partial without `allow_partial`).
+         "Avg": {...}, "OOD Avg": {..., "validation_set"}, "Avg w/o Minerva": {...}}. k is the responses per
+        problem (pass@k uses it); the averages are the unweighted means of the per-benchmark numbers over
+        their members (`cpmobius.eval.scoring.averages`), with a stratified-bootstrap CI, or None with a
+        `reason` (a benchmark missing, or partial without `allow_partial`).
 
     Raises:
         ValueError: uneven responses per problem without `allow_uneven` (names benchmark and problems);
             an unknown `validation_set`.
     """
-    ood_members = ood_benchmarks(validation_set)
+    averaged = averages(validation_set)
     summary: dict[str, Any] = {}
     scores: dict[str, dict[str, list[float]]] = {}
     for bench, problems in per_benchmark.items():
@@ -195,7 +195,7 @@ def summarise(
             lo, hi = bootstrap_ci(values, n_boot, seed)
             entry[metric + "_ci"] = [100.0 * lo, 100.0 * hi]
         summary[bench] = entry
-    for name, members in (("Avg", AVG_BENCHMARKS), ("OOD Avg", ood_members)):
+    for name, members in averaged:
         reason = _average_blocked(summary, members, allow_partial)
         entry = {
             "benchmarks": list(members),
@@ -302,9 +302,9 @@ def paired_difference(
         validation_set: the benchmark OOD Avg leaves out (see `summarise`).
 
     Returns:
-        {benchmark: {"avg@k", "avg@k_ci", "n_problems", "k"}, "Avg": {...}, "OOD Avg": {...}} for the
-        benchmarks both runs scored, in percentage points; Avg / OOD Avg are None with a `reason` when
-        a member is missing from either run.
+        {benchmark: {"avg@k", "avg@k_ci", "n_problems", "k"}, "Avg": {...}, "OOD Avg": {...},
+        "Avg w/o Minerva": {...}} for the benchmarks both runs scored, in percentage points; an average is
+        None with a `reason` when a member is missing from either run.
 
     Raises:
         ValueError: a benchmark whose problem ids differ between the runs (the pairing would be wrong).
@@ -330,7 +330,7 @@ def paired_difference(
             "n_problems": len(a),
             "k": min(len(p["correct"]) for p in b.values()),
         }
-    for name, members in (("Avg", AVG_BENCHMARKS), ("OOD Avg", ood_benchmarks(validation_set))):
+    for name, members in averages(validation_set):
         missing = [m for m in members if m not in diffs]
         if missing:
             out[name] = {"avg@k": None, "avg@k_ci": None, "reason": f"not scored in both runs: {', '.join(missing)}"}
