@@ -380,7 +380,7 @@ def cli(argv: Optional[list[str]] = None) -> int:
 def _dispatch(argv: list[str]) -> int:
     from hydra.errors import HydraException
 
-    from cpmobius.engine.config import ConfigError
+    from cpmobius.engine.config import ConfigError, check_run_folders
     from cpmobius.engine.known_keys import check_override_keys, describe_hydra_error
     from cpmobius.usage import overrides_from_argv, short_help
 
@@ -396,6 +396,11 @@ def _dispatch(argv: list[str]) -> int:
         except ConfigError as error:
             print(f"config error: {error}", file=sys.stderr)
             return 2
+    try:
+        check_run_folders(overrides)  # Hydra makes its log folder in the run folder before any check of ours
+    except ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
+        return 2
     if "HYDRA_FULL_ERROR" in os.environ:
         os.environ["_CPMOBIUS_HYDRA_FULL_ERROR"] = os.environ["HYDRA_FULL_ERROR"]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises composition errors instead of reporting them
