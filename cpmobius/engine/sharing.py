@@ -8,6 +8,7 @@ no engine profiles device memory at start-up), after `start_ray`.
 
 from __future__ import annotations
 
+import re
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,13 +23,39 @@ class RayStartError(RuntimeError):
     """Ray could not start on this machine; nothing has run."""
 
 
+# Ray 2.x's own waits at start-up, each read from the environment when Ray (or one of its processes) starts:
+# how long a process waits for the GCS ("Failed to connect to GCS within 60 seconds"), how long the driver
+# waits for its node to register, and how many seconds the GCS may take to open its port.
+RAY_START_WAITS = (
+    "RAY_gcs_rpc_server_reconnect_timeout_s=300",
+    "RAY_gcs_server_request_timeout_seconds=300",
+    "RAY_gcs_server_port_wait_time_s=120",
+)
+_TIMEOUT_WORDS = re.compile(r"timed out|timeout|within \d+ seconds|failed to (start|connect to) gcs", re.IGNORECASE)
+
+
+def describe_ray_start_error(error: BaseException) -> str:
+    """The one line `start_ray` raises with: Ray's error's first line and, for a wait that ran out (an overloaded
+    machine), the environment variables that give Ray longer (`RAY_START_WAITS`)."""
+    first_line = (str(error).strip().splitlines() or ["no message"])[0]
+    cause = f"{type(error).__name__}: {first_line}"
+    if isinstance(error, TimeoutError) or _TIMEOUT_WORDS.search(str(error)):
+        return (
+            f"Ray did not start in time ({cause}); nothing has run: the machine is probably overloaded. Run the "
+            f"same command again when it is less loaded, or give Ray longer: {' '.join(RAY_START_WAITS)} "
+            "python -m cpmobius.main ..."
+        )
+    return f"Ray did not start ({cause}); nothing has run: run the same command again once the machine is less loaded"
+
+
 def start_ray(cfg: DictConfig) -> None:
     """`ray.init` with verl's runtime env (`config.ray_init_kwargs`), unless Ray is already up. The
     caller's SIGTERM handler, which ``ray.init`` replaces, is put back.
 
     Raises:
         RayStartError: Ray's own start failed (e.g. its node did not come up in time on an overloaded
-            machine), with the first line of Ray's message; the driver prints it as one line, exit 1.
+            machine), with the first line of Ray's message and, for a timeout, how to give Ray longer
+            (`describe_ray_start_error`); the driver prints it as one line, exit 1.
     """
     import ray
 
@@ -40,11 +67,7 @@ def start_ray(cfg: DictConfig) -> None:
     try:
         ray.init(**ray_init_kwargs(cfg))
     except Exception as error:
-        first_line = (str(error).strip().splitlines() or ["no message"])[0]
-        raise RayStartError(
-            f"Ray did not start ({type(error).__name__}: {first_line}); nothing has run: "
-            "run the same command again once the machine is less loaded"
-        ) from error
+        raise RayStartError(describe_ray_start_error(error)) from error
     if callable(handler):
         signal.signal(signal.SIGTERM, handler)
 
