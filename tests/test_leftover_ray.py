@@ -68,3 +68,23 @@ def test_nothing_is_ended_while_the_launch_that_started_them_still_runs(tmp_path
 
 def test_a_run_folder_without_a_record_ends_nothing(tmp_path):
     assert end_leftover_ray(tmp_path) is None
+
+
+def test_the_record_names_the_driver_its_session_and_only_what_ray_init_started(tmp_path, processes, monkeypatch):
+    import ray
+
+    from cpmobius.engine.sharing import record_ray_processes
+
+    class Node:
+        def get_session_dir_path(self):
+            return "/tmp/ray/session_test"
+
+    pretraining = sleeper()  # started before ray.init
+    processes.append(pretraining)
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    gcs = sleeper()  # started by "ray.init"
+    processes.append(gcs)
+    monkeypatch.setattr(ray._private.worker, "_global_node", Node())
+    record = json.loads(record_ray_processes(tmp_path, before).read_text())
+    assert record["session_dir"] == "/tmp/ray/session_test" and record["driver"]["pid"] == psutil.Process().pid
+    assert [entry["pid"] for entry in record["processes"]] == [gcs.pid]

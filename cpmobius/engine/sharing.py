@@ -76,6 +76,7 @@ def start_ray(cfg: DictConfig) -> None:
         if said:
             print(said, flush=True)
     handler = signal.getsignal(signal.SIGTERM)
+    already_running = _child_pids()  # the toy pretraining, the Coach warm-up: not Ray's
     try:
         ray.init(**kwargs)
     except Exception as error:
@@ -83,7 +84,7 @@ def start_ray(cfg: DictConfig) -> None:
     if callable(handler):
         signal.signal(signal.SIGTERM, handler)
     if own_cluster:
-        record_ray_processes(run_dir)
+        record_ray_processes(run_dir, already_running)
 
 
 # ---------------------------------------------------------------------------- what a killed launch left running
@@ -97,9 +98,16 @@ def _identity(process: Any) -> dict[str, Any]:
     return {"pid": process.pid, "create_time": process.create_time(), "name": process.name()}
 
 
-def record_ray_processes(run_dir: Path) -> Optional[Path]:
-    """Write `RAY_PROCESSES_FILE` in ``run_dir``: this driver, its Ray session folder and every process the
-    driver's ``ray.init`` started (GCS, raylet, Ray's agents, ...). None when Ray was not started here."""
+def _child_pids() -> set[int]:
+    import psutil
+
+    return {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+def record_ray_processes(run_dir: Path, not_ray: set[int] = frozenset()) -> Optional[Path]:
+    """Write `RAY_PROCESSES_FILE` in ``run_dir``: this driver, its Ray session folder and the processes the
+    driver's ``ray.init`` started (GCS, raylet, Ray's agents, ...): its descendants but those in ``not_ray``
+    (the pids that ran before). None when Ray was not started in this process."""
     import psutil
     import ray
 
@@ -107,11 +115,14 @@ def record_ray_processes(run_dir: Path) -> Optional[Path]:
     if node is None:
         return None
     driver = psutil.Process()
-    record = {
-        "session_dir": node.get_session_dir_path(),
-        "driver": _identity(driver),
-        "processes": [_identity(child) for child in driver.children(recursive=True)],
-    }
+    processes = []
+    for child in driver.children(recursive=True):
+        try:
+            if child.pid not in not_ray:
+                processes.append(_identity(child))
+        except psutil.Error:  # ended meanwhile
+            pass
+    record = {"session_dir": node.get_session_dir_path(), "driver": _identity(driver), "processes": processes}
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RAY_PROCESSES_FILE
     path.write_text(json.dumps(record, indent=1))
