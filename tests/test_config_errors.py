@@ -10,7 +10,7 @@ import pytest
 import ray
 
 import cpmobius.main
-from cpmobius.engine.config import ConfigError, check_output_dir
+from cpmobius.engine.config import ConfigError
 
 
 def _must_not_run(*args, **kwargs):
@@ -71,6 +71,8 @@ def test_a_bad_value_is_one_line_naming_its_key_and_exit_2_before_ray(override, 
 
 
 def test_the_run_folder_being_a_file_is_named(tmp_path):
+    from cpmobius.engine.config import check_output_dir
+
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     with pytest.raises(ConfigError, match=r"^trainer\.default_local_dir: cannot create .*a_file is a file"):
@@ -78,6 +80,8 @@ def test_the_run_folder_being_a_file_is_named(tmp_path):
 
 
 def test_an_unwritable_run_folder_is_named(tmp_path):
+    from cpmobius.engine.config import check_output_dir
+
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
@@ -91,5 +95,7 @@ def test_an_unwritable_run_folder_is_named(tmp_path):
 
 
 def test_a_good_run_folder_is_left_as_it_was(tmp_path):
+    from cpmobius.engine.config import check_output_dir
+
     check_output_dir(str(tmp_path / "new" / "run"))
     assert list(tmp_path.iterdir()) == []  # nothing created, the write probe removed
