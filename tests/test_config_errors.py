@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 
 import pytest
 import ray
@@ -23,16 +24,17 @@ def run_cli(argv: list[str], monkeypatch) -> int:
     monkeypatch.setattr(ray, "init", _must_not_run)
     monkeypatch.setattr(cpmobius.main, "prepare_models", _must_not_run)
     monkeypatch.setattr(cpmobius.main, "build_loop", _must_not_run)
-    cwd = os.getcwd()
+    cwd, sigterm = os.getcwd(), signal.getsignal(signal.SIGTERM)  # cli installs its own SIGTERM handler
     try:
         return cpmobius.main.cli(argv)
     except SystemExit as stop:
         return stop.code
     finally:
         os.chdir(cwd)
+        signal.signal(signal.SIGTERM, sigterm)
 
 
-# Through the command line: the values a red-team pass found accepted or failing late, and the run folders.
+# Through the command line: values that were accepted, or failed only inside a Ray worker, and the run folders.
 CLI_CASES = [
     ("seed=abc", "seed"),
     ("actor_rollout_ref.actor.optim.lr=fast", r"(coach|player)\.verl\.actor\.optim\.lr"),
