@@ -380,8 +380,9 @@ def cli(argv: Optional[list[str]] = None) -> int:
 def _dispatch(argv: list[str]) -> int:
     from hydra.errors import HydraException
 
-    from cpmobius.engine.config import ConfigError, check_run_folders
+    from cpmobius.engine.config import ConfigError
     from cpmobius.engine.known_keys import check_override_keys, describe_hydra_error
+    from cpmobius.engine.run_folders import check_run_folders
     from cpmobius.usage import overrides_from_argv, short_help
 
     if "--help" in argv or "-h" in argv:

@@ -87,7 +87,7 @@ def test_a_bad_value_is_refused_naming_its_key(override, key):
 
 
 def test_the_run_folder_being_a_file_is_named(tmp_path):
-    from cpmobius.engine.config import check_output_dir
+    from cpmobius.engine.run_folders import check_output_dir
 
     blocker = tmp_path / "a_file"
     blocker.write_text("")
@@ -96,7 +96,7 @@ def test_the_run_folder_being_a_file_is_named(tmp_path):
 
 
 def test_an_unwritable_run_folder_is_named(tmp_path):
-    from cpmobius.engine.config import check_output_dir
+    from cpmobius.engine.run_folders import check_output_dir
 
     locked = tmp_path / "locked"
     locked.mkdir()
@@ -111,7 +111,7 @@ def test_an_unwritable_run_folder_is_named(tmp_path):
 
 
 def test_a_good_run_folder_is_left_as_it_was(tmp_path):
-    from cpmobius.engine.config import check_output_dir
+    from cpmobius.engine.run_folders import check_output_dir
 
     check_output_dir(str(tmp_path / "new" / "run"))
     assert list(tmp_path.iterdir()) == []  # nothing created, the write probe removed

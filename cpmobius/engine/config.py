@@ -17,13 +17,9 @@ its model's context (Qwen2.5-Math has 4,096 tokens; read from the model folder's
 from __future__ import annotations
 
 import copy
-import dataclasses
 import importlib.util
 import json
-import math
 import os
-import tempfile
-import typing
 from pathlib import Path
 from typing import Any, Optional
 
@@ -32,6 +28,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.naming import POLICY_NAME_KEY, validate_policy_name
+from cpmobius.engine.value_ranges import field_type_problem, range_problem, run_value_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 CONFIG_NAME = "cpmobius"
@@ -183,165 +180,9 @@ def validate_run_config(cfg: DictConfig) -> None:
     if "data" in cfg:
         for key in ("data.max_prompt_length", "data.max_response_length"):
             _require_int(cfg, key, 1, what="must be a positive number of tokens")
-    if "seed" in cfg:
-        # numpy, torch and vLLM take an unsigned 32-bit seed; anything else failed after the toy pretraining began.
-        seed = cfg.seed
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-            raise ConfigError(f"seed: must be a whole number in [0, 2**32), got {seed!r}")
-    kl_coef = OmegaConf.select(cfg, "algorithm.kl_ctrl.kl_coef", default=None)
-    if kl_coef is not None and not (_is_number(kl_coef) and kl_coef >= 0):
-        raise ConfigError(f"algorithm.kl_ctrl.kl_coef: must be a number >= 0, got {kl_coef!r}")
-
-
-def check_output_dir(path: str, key: str = "trainer.default_local_dir") -> None:
-    """The run folder must be a folder this process can create (or write, when it exists).
-
-    Creates nothing: a temporary folder is made and removed in the nearest existing ancestor. Called by the
-    command line before Hydra makes its own log folder inside the run folder (``hydra.run.dir``).
-
-    Raises:
-        ConfigError: naming ``key``, the path and the operating system's reason.
-    """
-    folder = Path(str(path)).expanduser().absolute()
-    ancestor = folder
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ConfigError(f"{key}: cannot create {folder}: {ancestor} is a file, not a folder")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".cpmobius-write-check-", dir=ancestor))
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise ConfigError(
-            f"{key}: cannot {'write in' if ancestor == folder else 'create'} {folder} ({ancestor}: {reason})"
-        )
-
-
-def check_run_folders(overrides: list[str]) -> None:
-    """`check_output_dir` on the run folder and Hydra's log folder of the command line ``overrides``.
-
-    Hydra creates ``hydra.run.dir`` (inside ``trainer.default_local_dir`` by default) before the run's own
-    checks, so an impossible run folder used to be Hydra's traceback. A command line that does not compose
-    passes here (Hydra reports it as one line afterwards).
-
-    Raises:
-        ConfigError: naming the key whose folder cannot be created or written.
-    """
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-            cfg = compose(config_name=CONFIG_NAME, overrides=list(overrides), return_hydra_config=True)
-        folders = {key: OmegaConf.select(cfg, key) for key in ("trainer.default_local_dir", "hydra.run.dir")}
-    except (HydraException, ValueError):  # an unknown key or a bad value: reported by the run's own checks
-        return
-    finally:
-        GlobalHydra.instance().clear()
-    for key, folder in folders.items():
-        if folder:
-            check_output_dir(str(folder), key)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _in_unit(value: Any) -> bool:
-    return 0.0 <= value <= 1.0
-
-
-# Ranges of verl keys each policy passes to its actor and rollout, which verl's dataclasses leave unchecked
-# (a negative temperature trained; a negative learning rate or clip ratio would too). Paths are under
-# ``actor_rollout_ref``; types are checked against verl's dataclasses first (`_check_field_types`).
-POLICY_RANGES: tuple[tuple[str, Any, str], ...] = (
-    ("actor.optim.lr", lambda v: v > 0, "must be > 0"),
-    ("actor.optim.weight_decay", lambda v: v >= 0, "must be >= 0"),
-    (
-        "actor.optim.betas",
-        lambda v: len(v) == 2 and all(_is_number(b) and 0 <= b < 1 for b in v),
-        "must be two numbers in [0, 1)",
-    ),
-    ("actor.optim.lr_warmup_steps_ratio", _in_unit, "must be in [0, 1]"),
-    ("actor.optim.clip_grad", lambda v: v > 0, "must be > 0"),
-    ("actor.clip_ratio", lambda v: v >= 0, "must be >= 0"),
-    ("actor.clip_ratio_low", _in_unit, "must be in [0, 1]"),
-    ("actor.clip_ratio_high", lambda v: v >= 0, "must be >= 0"),
-    ("actor.clip_ratio_c", lambda v: v > 1, "must be > 1 (verl's dual-clip bound)"),
-    ("actor.kl_loss_coef", lambda v: v >= 0, "must be >= 0"),
-    # verl divides the actor's logits by the rollout temperature: 0 would divide by zero in training.
-    ("rollout.temperature", lambda v: v > 0, "must be > 0"),
-    ("rollout.top_p", lambda v: 0 < v <= 1, "must be in (0, 1]"),
-    ("rollout.top_k", lambda v: v >= -1, "must be -1 or 0 (off) or a positive number of tokens"),
-    ("rollout.repetition_penalty", lambda v: v > 0, "must be > 0"),
-    ("rollout.seed", lambda v: 0 <= v < 2**32, "must be in [0, 2**32)"),
-    ("rollout.val_kwargs.temperature", lambda v: v >= 0, "must be >= 0 (0: greedy)"),
-    ("rollout.val_kwargs.top_p", lambda v: 0 < v <= 1, "must be in (0, 1]"),
-    ("rollout.val_kwargs.top_k", lambda v: v >= -1, "must be -1 or 0 (off) or a positive number of tokens"),
-)
-
-
-def _policy_key(prefix: str, path: str) -> str:
-    """``coach.verl.actor.optim.lr (actor_rollout_ref.actor.optim.lr unless set per policy)``."""
-    if prefix == "actor_rollout_ref":
-        return f"{prefix}.{path}"
-    return f"{prefix}.{path} (actor_rollout_ref.{path} unless set per policy)"
-
-
-_SCALARS = (bool, int, float, str)
-
-
-def _check_field_types(instance: Any, path: str, prefix: str) -> None:
-    """Each scalar field of a verl config dataclass instance (nested ones too) holds its annotated type.
-
-    verl builds its dataclasses without converting values (``lr: fast`` stays a string until a worker's
-    optimizer raises a TypeError); the annotations are verl's own.
-
-    Raises:
-        ConfigError: naming the key, the expected type and the value.
-    """
-    try:
-        hints = typing.get_type_hints(type(instance))
-    except Exception:  # an annotation that does not resolve here: leave that class to verl
-        return
-    for item in dataclasses.fields(instance):
-        value, hint = getattr(instance, item.name), hints.get(item.name)
-        where = f"{path}.{item.name}"
-        if dataclasses.is_dataclass(value):
-            _check_field_types(value, where, prefix)
-            continue
-        args = typing.get_args(hint)
-        optional = typing.get_origin(hint) is typing.Union and type(None) in args
-        base = next((a for a in args if a is not type(None)), None) if optional else hint
-        if base not in _SCALARS or value is None:  # verl leaves many non-Optional fields None (unset)
-            continue
-        if base is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif base is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        else:
-            ok = isinstance(value, base)
-        if not ok:
-            raise ConfigError(f"{_policy_key(prefix, where)}: expected {base.__name__}, got {value!r}")
-
-
-def check_policy_ranges(arr: DictConfig, prefix: str = "actor_rollout_ref") -> None:
-    """`POLICY_RANGES` on one policy's ``actor_rollout_ref`` node (resolved); an absent key passes.
-
-    Raises:
-        ConfigError: naming the key (and the shared key it follows unless set per policy) and the value.
-    """
-    for path, accepts, what in POLICY_RANGES:
-        value = OmegaConf.select(arr, path, default=None)
-        if value is None:
-            continue
-        if OmegaConf.is_config(value):
-            value = OmegaConf.to_container(value)
-        numeric = isinstance(value, (list, tuple)) or _is_number(value)
-        if not numeric or not accepts(value):
-            raise ConfigError(f"{_policy_key(prefix, path)}: {what}, got {value!r}")
+    problem = run_value_problem(cfg)  # the seed, the KL coefficient of the reward
+    if problem:
+        raise ConfigError(problem)
 
 
 def read_model_context(model_path: str, override_config: Optional[dict] = None) -> Optional[tuple[int, str]]:
@@ -443,8 +284,12 @@ def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
             built = omega_conf_to_dataclass(arr[part])
         except Exception as error:  # verl raises ValueError/AssertionError/TypeError
             raise ConfigError(f"{prefix}.{part}: {error}") from error
-        _check_field_types(built, part, prefix)
-    check_policy_ranges(arr, prefix)
+        problem = field_type_problem(built, part, prefix)  # verl keeps "fast" for a float until a worker fails
+        if problem:
+            raise ConfigError(problem)
+    problem = range_problem(arr, prefix)
+    if problem:
+        raise ConfigError(problem)
     if not arr.actor.use_dynamic_bsz:
         for key, value in (
             ("actor.ppo_micro_batch_size_per_gpu", arr.actor.ppo_micro_batch_size_per_gpu),
