@@ -285,6 +285,7 @@ class CoachPlayerLoop:
         state = self.state
         state.delta_tracker = self.delta.state_dict()
         state.problem_source = self.filter.state_dict()
+        state.engine_switches = self.player.guard.switches
         loop_state = {
             **{k: getattr(state, k) for k in LoopState.__dataclass_fields__},
             "policies": {
@@ -318,6 +319,7 @@ class CoachPlayerLoop:
         self.state = LoopState.from_saved(saved)
         self.delta.load_state_dict(self.state.delta_tracker)
         self.filter.load_state_dict(self.state.problem_source)
+        self.player.guard.switches = self.state.engine_switches  # cumulative counters go on from the checkpoint
         best = checkpoint.read_best_record(self.output_dir / "best_player")
         if best is not None and best["score"] != self.state.best_val:
             # CPMöbius: killed after a new best Player was saved but before the step's checkpoint: the

@@ -60,12 +60,25 @@ class LoopState:
     problem_source: dict = field(default_factory=dict)
     generated_tokens: dict[str, int] = field(default_factory=dict)  # per stage, since the start of the run
     delta_tracker: dict = field(default_factory=dict)
+    # Rollout engine wake-ups since the start of the run (``loop/engine_switches``; `EngineGuard.switches`).
+    engine_switches: int = 0
 
     @classmethod
     def from_saved(cls, saved: dict) -> "LoopState":
         """The state from a checkpoint's ``loop_state.json`` (its other keys, such as ``policies``, ignored).
-        Checkpoints written before the problem source's state had its own name carry it as ``filter_totals``."""
+        Checkpoints written before the problem source's state had its own name carry it as ``filter_totals``;
+        those written before a key of `ADDED_LATER` existed get its value there.
+
+        Raises:
+            KeyError: naming a key the saved state lacks (other than those of `ADDED_LATER`).
+        """
         saved = dict(saved)
         if "filter_totals" in saved:
             saved["problem_source"] = saved.pop("filter_totals")
+        for key, value in ADDED_LATER.items():  # a checkpoint written before the key existed
+            saved.setdefault(key, value)
         return cls(**{key: saved[key] for key in cls.__dataclass_fields__})
+
+
+# Keys of `LoopState` that checkpoints written before them lack, with the value such a checkpoint resumes with.
+ADDED_LATER = {"engine_switches": 0}

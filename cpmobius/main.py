@@ -386,6 +386,7 @@ def _dispatch(argv: list[str]) -> int:
 
     from cpmobius.engine.config import ConfigError
     from cpmobius.engine.known_keys import check_override_keys, describe_hydra_error
+    from cpmobius.engine.run_folders import check_run_folders
     from cpmobius.usage import overrides_from_argv, short_help
 
     if "--help" in argv or "-h" in argv:
@@ -400,6 +401,11 @@ def _dispatch(argv: list[str]) -> int:
         except ConfigError as error:
             print(f"config error: {error}", file=sys.stderr)
             return 2
+    try:
+        check_run_folders(overrides)  # Hydra makes its log folder in the run folder before any check of ours
+    except ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
+        return 2
     if "HYDRA_FULL_ERROR" in os.environ:
         os.environ["_CPMOBIUS_HYDRA_FULL_ERROR"] = os.environ["HYDRA_FULL_ERROR"]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises composition errors instead of reporting them

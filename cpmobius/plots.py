@@ -12,8 +12,6 @@ from the metric keys `cpmobius.metrics` defines.
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -40,25 +38,21 @@ PLOT_NAME = "training_dynamics.png"
 
 
 def read_run_metrics(run_dir: str | Path) -> dict[int, dict[str, float]]:
-    """Every step's metrics of a run: ``metrics.<k>.jsonl`` of earlier launches, then ``metrics.jsonl``.
+    """Every step's metrics of a run: ``metrics.<k>.jsonl`` of earlier launches, then ``metrics.jsonl``
+    (`cpmobius.run_log.metrics_files`; a line cut short by a kill is skipped: `cpmobius.run_log.read_metric_rows`).
 
-    A later launch's row for a step replaces an earlier one (a resumed run repeats none, but a step
-    re-run after a crash would be logged twice). Rows are verl's file-logger format
-    ``{"step": s, "data": {key: value}}``.
+    Each step is counted once: a later row for a step updates the earlier one's keys. A resumed launch drops the
+    rows it runs again from the earlier files (`cpmobius.run_log.drop_rerun_steps`), so the files themselves
+    hold each step once too. Rows are verl's file-logger format ``{"step": s, "data": {key: value}}``.
 
     Returns:
         step → {metric key → value}, empty when the run logged nothing.
     """
-    run_dir = Path(run_dir)
-    earlier = sorted(run_dir.glob("metrics.*.jsonl"), key=lambda p: int(re.findall(r"\d+", p.name)[-1]))
+    from cpmobius.run_log import metrics_files, read_metric_rows
+
     steps: dict[int, dict[str, float]] = {}
-    for path in [*earlier, run_dir / "metrics.jsonl"]:
-        if not path.is_file():
-            continue
-        for line in path.read_text().splitlines():
-            if not line.strip():
-                continue
-            row = json.loads(line)
+    for path in metrics_files(run_dir):
+        for row in read_metric_rows(path):
             steps.setdefault(int(row["step"]), {}).update(row.get("data", {}))
     return steps
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
 from omegaconf import DictConfig
 
@@ -106,8 +108,84 @@ class Loggers:
             backend.log(data=data, step=step)
 
 
+def metrics_files(run_dir: str | os.PathLike) -> list[Path]:
+    """A run's metrics files in the order they were written: ``metrics.<k>.jsonl`` of earlier launches by k,
+    then ``metrics.jsonl`` (the last launch's); only those that exist."""
+    run_dir = Path(run_dir)
+    earlier = sorted(
+        (p for p in run_dir.glob("metrics.*.jsonl") if p.name.split(".")[1].isdigit()),
+        key=lambda p: int(p.name.split(".")[1]),
+    )
+    return [p for p in [*earlier, run_dir / "metrics.jsonl"] if p.is_file()]
+
+
+def read_metric_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The rows of one metrics file, verl's file-logger format ``{"step": s, "data": {key: value}}``, in order.
+
+    A line that is not a whole row (the last line of a launch killed while writing it) is skipped.
+    """
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            rows.append(row)
+    return rows
+
+
+def drop_rerun_steps(run_dir: str | os.PathLike, first_step: int) -> Optional[str]:
+    """Drop from an earlier launch's metrics the rows of steps this launch logs again (``step >= first_step``).
+
+    A launch killed after its last checkpoint logged steps that the resumed launch runs again; without this,
+    anything that concatenates ``metrics*.jsonl`` counts those steps twice. Each file is rewritten atomically
+    (`cpmobius.jsonl.write_jsonl`), without a line cut short by the kill; a file left with no row is removed.
+
+    Returns:
+        One line saying which steps were dropped, or None when nothing was.
+    """
+    from cpmobius.jsonl import write_jsonl
+
+    dropped: dict[str, list[int]] = {}
+    for path in metrics_files(run_dir):
+        rows = read_metric_rows(path)
+        kept = [row for row in rows if row["step"] < first_step]
+        whole = len(rows) == sum(1 for line in path.read_text().splitlines() if line.strip())
+        if len(kept) == len(rows) and whole:
+            continue
+        dropped[path.name] = sorted({row["step"] for row in rows if row["step"] >= first_step})
+        if kept:
+            write_jsonl(path, kept)
+        else:
+            path.unlink()
+    if not dropped:
+        return None
+    steps = sorted({step for found in dropped.values() for step in found})
+    return (
+        f"[cpmobius] metrics: steps {steps} logged by an interrupted launch after its last checkpoint are dropped "
+        f"from {', '.join(sorted(dropped))}: this launch runs them again"
+    )
+
+
+def first_logged_step(cfg: DictConfig) -> Optional[int]:
+    """The first step this launch logs: 0 for a fresh start (the validation before step 1), S + 1 when it resumes
+    from checkpoint S (``trainer.resume_mode=auto``); None when unknown (other resume modes)."""
+    if cfg.trainer.get("resume_mode") != "auto":
+        return None
+    from cpmobius.checkpoint import resume_step
+
+    done = resume_step(cfg)
+    return done + 1 if done > 0 else 0
+
+
 def make_tracking(cfg: DictConfig) -> Any:
-    """verl's `Tracking` for ``trainer.logger`` (console, file = JSONL, tensorboard, wandb, ...)."""
+    """verl's `Tracking` for ``trainer.logger`` (console, file = JSONL, tensorboard, wandb, ...).
+
+    With the ``file`` backend, an earlier launch's ``metrics.jsonl`` is kept as ``metrics.<k>.jsonl`` and the
+    rows of steps this launch runs again are dropped from the earlier files (`drop_rerun_steps`): every step
+    is in the run's metrics files once.
+    """
     from omegaconf import OmegaConf
     from verl.utils.tracking import Tracking
 
@@ -122,6 +200,11 @@ def make_tracking(cfg: DictConfig) -> Any:
         while os.path.exists(os.path.join(cfg.trainer.default_local_dir, f"metrics.{k}.jsonl")):
             k += 1
         os.replace(metrics_path, os.path.join(cfg.trainer.default_local_dir, f"metrics.{k}.jsonl"))
+    first_step = first_logged_step(cfg) if "file" in backends else None
+    if first_step is not None:
+        said = drop_rerun_steps(cfg.trainer.default_local_dir, first_step)
+        if said:
+            print(said, flush=True)
     os.environ.setdefault("VERL_FILE_LOGGER_PATH", metrics_path)
     os.environ.setdefault("TENSORBOARD_DIR", os.path.join(cfg.trainer.default_local_dir, "tensorboard"))
     return Tracking(

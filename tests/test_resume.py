@@ -1,5 +1,6 @@
 """Resume after SIGKILL: a run killed mid-step after a checkpoint, resumed with ``resume_mode=auto``,
-ends in the same state as an uninterrupted run with the same seed. Three real runs of
+ends in the same state as an uninterrupted run with the same seed (weights, loop state, cumulative counters,
+each step once in the metrics files). Three real runs of
 ``python -m cpmobius.main`` (about 3 minutes on 2 cores)."""
 
 from __future__ import annotations
@@ -90,10 +91,19 @@ def test_sigkill_mid_step_then_resume_matches_an_uninterrupted_run(tmp_path, mod
 
     state_a, weights_a = final_state(straight)
     state_b, weights_b = final_state(killed)
-    for key in ("step", "delta_t_history", "problem_source", "policies", "delta_tracker"):
+    for key in ("step", "delta_t_history", "problem_source", "policies", "delta_tracker", "engine_switches"):
         assert (
             state_a[key] == pytest.approx(state_b[key]) if key == "delta_t_history" else state_a[key] == state_b[key]
         ), key
+    # every step once in the killed run's metrics files, its cumulative counters as the uninterrupted run's
+    from cpmobius.run_log import metrics_files, read_metric_rows
+
+    rows_a, rows_b = (
+        [row for path in metrics_files(run) for row in read_metric_rows(path)] for run in (straight, killed)
+    )
+    assert [row["step"] for row in rows_b] == [row["step"] for row in rows_a] == [0, 1, 2, 3]
+    for key in ("loop/engine_switches", "loop/filter_kept_total"):
+        assert [row["data"].get(key) for row in rows_b] == [row["data"].get(key) for row in rows_a], key
     for name in ("coach", "player"):
         for param, tensor in weights_a[name].items():
             other = weights_b[name][param]

@@ -5,6 +5,8 @@ What it holds:
 - `policy`: one policy (Coach or Player) on verl: generate, log-probs, update, save/load,
   (de)activate; `batches`: the `DataProto` / `TensorDict` plumbing it uses;
 - `config`: the composed Hydra config → one full, validated verl config per policy; `ConfigError`;
+  `value_ranges`: the types and ranges of the verl values each policy passes, and the seed;
+  `run_folders`: a run folder this user can create, checked before Hydra makes its log folder in it;
 - what verl 0.9.1 lacks, registered by importing `extensions` (verl imports it in every Ray worker
   through ``VERL_USE_EXTERNAL_MODULES``): the CPU platform (`cpu_platform`), the HF rollout
   (`hf_replica` on the driver, `hf_server` the generation actor with `hf_sampling`, `hf_adapter`
@@ -12,6 +14,7 @@ What it holds:
   `naming`), stop tokens (`stop_tokens`), the single-turn agent loop (`agent_loop`) and the policy
   worker (`worker`);
 - `known_keys`: command-line keys checked against the config tree (the nearest valid key named);
+  `sharing`: the shared devices, Ray's start and what a killed launch left running;
   `quiet`: library notices a healthy run does not need, each silenced with the reason.
 
 Engine objects (worker groups, `DataProto`, rollout servers) appear only here; the method's stages

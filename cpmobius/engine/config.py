@@ -28,6 +28,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.naming import POLICY_NAME_KEY, validate_policy_name
+from cpmobius.engine.value_ranges import field_type_problem, range_problem, run_value_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 CONFIG_NAME = "cpmobius"
@@ -179,6 +180,9 @@ def validate_run_config(cfg: DictConfig) -> None:
     if "data" in cfg:
         for key in ("data.max_prompt_length", "data.max_response_length"):
             _require_int(cfg, key, 1, what="must be a positive number of tokens")
+    problem = run_value_problem(cfg)  # the seed, the KL coefficient of the reward
+    if problem:
+        raise ConfigError(problem)
 
 
 def read_model_context(model_path: str, override_config: Optional[dict] = None) -> Optional[tuple[int, str]]:
@@ -277,9 +281,15 @@ def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
     arr = pcfg.actor_rollout_ref
     for part in ("actor", "rollout"):
         try:
-            omega_conf_to_dataclass(arr[part])
+            built = omega_conf_to_dataclass(arr[part])
         except Exception as error:  # verl raises ValueError/AssertionError/TypeError
             raise ConfigError(f"{prefix}.{part}: {error}") from error
+        problem = field_type_problem(built, part, prefix)  # verl keeps "fast" for a float until a worker fails
+        if problem:
+            raise ConfigError(problem)
+    problem = range_problem(arr, prefix)
+    if problem:
+        raise ConfigError(problem)
     if not arr.actor.use_dynamic_bsz:
         for key, value in (
             ("actor.ppo_micro_batch_size_per_gpu", arr.actor.ppo_micro_batch_size_per_gpu),
