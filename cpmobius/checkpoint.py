@@ -384,8 +384,9 @@ BEST_RECORD = "cpmobius_best.json"
 def save_best_policy(folder: str | os.PathLike, policy: TrainedPolicy, score: float, step: int) -> Path:
     """Save ``policy`` as the best one so far, with its score inside the folder, atomically.
 
-    Written into ``.<name>.partial`` and swapped into place (the old copy kept as ``.<name>.previous``
-    until the swap is done): a run killed mid-save keeps the previous best, whole, with its own score.
+    Written into ``.<name>.partial`` with a manifest (`write_manifest`, last) and swapped into place (the
+    old copy kept as ``.<name>.previous`` until the swap is done): a run killed mid-save keeps the previous
+    best, whole, with its own score; a rollback loads it only while it matches its manifest.
 
     Returns:
         the folder.
@@ -397,6 +398,7 @@ def save_best_policy(folder: str | os.PathLike, policy: TrainedPolicy, score: fl
         shutil.rmtree(partial)
     policy.save(str(partial.resolve()))
     _atomic_write_text(partial / BEST_RECORD, json.dumps({"score": score, "step": step}))
+    write_manifest(partial)
     if folder.exists():
         if previous.exists():
             shutil.rmtree(previous)

@@ -244,12 +244,17 @@ class CoachPlayerLoop:
         elif self.state.step + 1 >= rb.begin_step:
             state.steps_without_improvement += 1
             if state.steps_without_improvement >= rb.patience and score < state.best_val:
-                self.player.load(str(best_dir.resolve()))
-                state.rollbacks += 1
                 state.steps_without_improvement = 0
-                restored = self._measure_validation()
-                self.delta.start(restored.accuracy)
-                step_metrics["player/restored_val"] = restored.accuracy
+                broken = checkpoint.check_checkpoint(best_dir)  # checked against its manifest before verl unpickles it
+                if broken is not None:  # no rollback, the run goes on
+                    print(f"[cpmobius] no rollback: the best Player's copy is broken ({broken})", flush=True)
+                    step_metrics["player/rollback_skipped"] = 1.0
+                else:
+                    self.player.load(str(best_dir.resolve()))
+                    state.rollbacks += 1
+                    restored = self._measure_validation()
+                    self.delta.start(restored.accuracy)
+                    step_metrics["player/restored_val"] = restored.accuracy
         return {**step_metrics, "player/rollbacks": state.rollbacks, "player/best_val": state.best_val}
 
     # ------------------------------------------------------------------ fit

@@ -146,3 +146,22 @@ def test_patience_counts_ties_as_non_improving_and_rolls_back_on_the_next_drop(t
     loop, player, _ = make_loop(tmp_path, [0.50, 0.50, 0.45], patience=2)
     loop.fit()
     assert player.loads == [0.5] and loop.state.rollbacks == 1
+
+
+def test_a_broken_best_copy_is_never_loaded_and_the_run_goes_on(tmp_path, capsys):
+    # As the first test, but the best copy's weights file is rewritten after it was saved (a damaged disk,
+    # another hand): its manifest no longer matches, so the rollback is skipped and nothing of it is read.
+    loop, player, logged = make_loop(tmp_path, [0.45, 0.40, 0.35])
+    real_step = loop.step
+
+    def damaged_step():
+        if loop.state.step == 1:
+            (tmp_path / "best_player" / "w.json").write_text("0.9")  # "0.5" saved: same size, other bytes
+        return real_step()
+
+    loop.step = damaged_step
+    loop.fit()
+    assert player.loads == [] and loop.state.rollbacks == 0
+    assert dict(logged)[2]["player/rollback_skipped"] == 1.0
+    out = capsys.readouterr().out
+    assert "no rollback: the best Player's copy is broken" in out and "w.json does not match its SHA-256" in out
