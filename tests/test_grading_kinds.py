@@ -648,3 +648,34 @@ def test_spaces_that_carry_meaning_stay(answer, kept):
 )
 def test_markdown_bold_around_an_answer_is_emphasis(gold, answer, correct):
     assert grade(gold, boxed(answer)).correct is correct
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "verdict"),
+    [
+        ("52_8", "52_{10}", False),  # the same digits in base 10 are 52, not 5·8 + 2 = 42
+        ("10110_2", "10110_3", False),  # 22 against 1·81 + 1·9 + 1·3 = 93
+        ("52_8", "52_{8}", True),
+        ("52_8", "42_{10}", True),  # both the number 42
+        ("1A_{16}", "26_{10}", True),  # 16 + 10
+        ("59_8", "59_{10}", False),  # 9 is no base-8 digit: compared as written
+        ("52_8", "42", False),  # a base-less numeral is read as written (unchanged)
+    ],
+)
+def test_numerals_with_a_base_compare_in_their_base(gold, answer, verdict):
+    """math-verify drops subscripts, so `52_{10}` equalled `52_8`: two based numerals compare by value."""
+    assert grade(gold, boxed(answer)).correct is verdict
+
+
+def test_numerals_in_two_bases_are_two_clusters():
+    vote = majority_vote([boxed("52_8"), boxed("52_8"), boxed("52_{10}"), boxed("52_{10}"), boxed("52_8")])
+    assert vote.pseudo_label == "52_8" and vote.pass_rate == pytest.approx(3 / 5)
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "verdict"),
+    [("7", "\\text{7}", True), ("7", "\\textbf{7}", True), ("B", "\\text{B}", True), ("7", "\\text{B}", False)],
+)
+def test_a_single_digit_in_text_is_a_number(gold, answer, verdict):
+    """`\\text{13}` was 13 but `\\text{7}` a word; a single letter stays a word (an option letter)."""
+    assert grade(gold, boxed(answer)).correct is verdict

@@ -106,8 +106,14 @@ equations `x = 5`               a leading single-variable assignment is        x
                                 (equivalent equations of a line are equal)     3x+4y+14=0;
                                 and never equal a bare value                   x-5=0 ≠ 0; 2x=5 ≠ 5
 words, `\text{}`                words (≥ 3 letters or several words) compare   \text{Evelyn} = evelyn;
-                                case-insensitively; single letters compare    \text{(E)} ≠ e
-                                case-sensitively (options, variables)
+                                case-insensitively; single letters compare    \text{(E)} ≠ e;
+                                case-sensitively (options, variables); a      \text{7} = 7
+                                single digit in `\text{}` is the number
+base numerals `52_8`            two answers that are each one numeral with a  52_8 = 42_{10};
+                                base subscript compare by value in their      52_8 ≠ 52_{10};
+                                bases (math-verify drops subscripts); a digit 10110_2 ≠ 10110_3;
+                                the base lacks: digits and base as written;   52_8 ≠ 42
+                                a numeral without a base is read as written
 expressions `x^2+3x`            equal iff equal at both points (variables     x^2+3x = x(x+3);
                                 matter; `e` is Euler's number inside an       \sqrt{x^2} ≠ x;
                                 expression, a bare `e` is a letter)           x+1 ≠ y+1

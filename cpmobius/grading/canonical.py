@@ -210,6 +210,32 @@ def prime_marks(canonical: str) -> list[str]:
     return [letter + marks for letter, marks in _PRIMED_LETTER_RE.findall(canonical)]
 
 
+# A numeral with its base as a subscript, the whole answer: `52_8`, `52_{8}`, `1A_{16}`, `10110_2`.
+_BASE_NUMERAL_RE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d{1,2})\}?$")
+
+
+def base_numeral(canonical: str) -> tuple | None:
+    """The value of an answer that is one numeral with a base subscript, else None.
+
+    math-verify drops subscripts (`52_{10}` read as `52_8`), so two such answers are compared here: by value
+    when the digits are valid in their bases (`52_8` = `42_{10}` = 42; `52_8` ≠ `52_{10}`), else by digits
+    and base. An answer without a base is not a base numeral (`52` against `52_8` goes on as before).
+
+    Returns:
+        ("value", int) or ("digits", digits, base), or None.
+    """
+    m = _BASE_NUMERAL_RE.match(canonical)
+    if m is None or not any(c.isdigit() for c in m.group(1)):
+        return None
+    digits, base = m.group(1), int(m.group(2))
+    if not 2 <= base <= 36:
+        return None
+    try:
+        return ("value", int(digits, base))
+    except ValueError:  # a digit the base does not have (`59_8`): compared as written
+        return ("digits", digits.upper(), base)
+
+
 _FRAC_DIGITS_RE = re.compile(r"\\frac(\d)(\d)")
 _FRAC_DIGIT_BRACE_RE = re.compile(r"\\frac(\d)\{")
 _FRAC_BRACE_DIGIT_RE = re.compile(r"\\frac(\{[^{}]*\})(\d)")

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import isolation
 from .arithmetic import decimal_info
-from .canonical import MAX_ANSWER_CHARS, canonicalize, is_placeholder, prime_marks
+from .canonical import MAX_ANSWER_CHARS, base_numeral, canonicalize, is_placeholder, prime_marks
 from .fast_path import TOO_BIG, fast_verdict
 from .results import DEFAULT_TIMEOUT_S, check_mode
 
@@ -66,6 +66,9 @@ def judge(pairs: list[tuple[str, str]], *, symmetric: bool, timeout_s: float) ->
             continue
         if a != b and prime_marks(a) != prime_marks(b):
             out[i] = ("ok", False)  # CPMöbius: `f'(x)=2x` is not `f(x)=2x` (math-verify drops the marks)
+            continue
+        if a != b and (na := base_numeral(a)) is not None and (nb := base_numeral(b)) is not None:
+            out[i] = ("ok", na == nb)  # CPMöbius: `52_{10}` is not `52_8` (math-verify drops subscripts)
             continue
         v = fast_verdict(a, b)
         if v is TOO_BIG:

@@ -288,7 +288,7 @@ def fast_value(canon: str) -> Any:
     m = _TEXT_RE.match(canon)
     text = m.group(1).strip() if m else (canon if _WORDS_RE.match(canon) else None)
     if text is not None:
-        if len(text) == 1:
+        if len(text) == 1 and not text.isdigit():  # a letter is a word (an option); `\text{7}` is 7
             return (("text", text),) * 2
         inner = fast_value(text) if m and text and not _WORDS_RE.match(text) else None
         if inner is not None and inner is not TOO_BIG and inner[0][0] != "text":
