@@ -679,3 +679,20 @@ def test_numerals_in_two_bases_are_two_clusters():
 def test_a_single_digit_in_text_is_a_number(gold, answer, verdict):
     """`\\text{13}` was 13 but `\\text{7}` a word; a single letter stays a word (an option letter)."""
     assert grade(gold, boxed(answer)).correct is verdict
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "verdict"),
+    [
+        ("\\frac12", "\\sin 30^\\circ", True),  # sin(π/6)
+        ("\\frac{\\sqrt2}{2}", "\\cos(45^{\\circ})", True),
+        ("\\sqrt3", "\\tan 60°", True),
+        ("1", "2\\sin 30^\\circ", True),
+        ("\\sin 30", "\\sin 30^\\circ", False),  # sin of 30 radians ≈ -0.988 is not 1/2
+        ("\\frac12", "\\sin 30", False),
+        ("30", "30^\\circ", True),  # a bare angle keeps the policy: the degree sign is dropped
+    ],
+)
+def test_degrees_inside_a_trigonometric_function_are_degrees(gold, answer, verdict):
+    """The degree sign was dropped everywhere, so `\\sin 30^\\circ` was sin(30 radians)."""
+    assert grade(gold, boxed(answer)).correct is verdict

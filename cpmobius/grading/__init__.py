@@ -60,7 +60,9 @@ form                            rule                                          ex
 percent `28\%`                  the sign is dropped: the value is the number  28% = 28;
                                 as written (transitive, unlike a "/100 or     28% ≠ 0.28;
                                 as-is" rule)                                  50% ≠ 1/2
-degrees `30^\circ`              the degree sign is dropped; no deg↔rad        30° = 30; 90° ≠ π/2
+degrees `30^\circ`              the degree sign is dropped; no deg↔rad        30° = 30; 90° ≠ π/2;
+                                except as the argument of a trigonometric     \sin 30° = 1/2 ≠
+                                function, where it is an angle in degrees     \sin 30
 units `5\text{ cm}`, `5 cm`     a trailing `\text{..}`/`\mathrm{..}` unit or   5 cm = 5
                                 a common unit word after a number is dropped
 currency `\$10`                 `$`, `\$`, €, £, ¥ are dropped                $10 = 10

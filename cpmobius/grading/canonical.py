@@ -168,6 +168,19 @@ _OPTION_RE = re.compile(
 )
 _OPTION_ONLY_RE = re.compile(r"^(?:" + _FONT + r"\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?$")
 _NOT_A_VALUE_RE = re.compile(r"[,;&]|(?:and|or)(?![A-Za-z])", re.I)
+# An angle in degrees as a trigonometric function's argument: `\sin 30^\circ`, `\cos(45^{\circ})`, `\tan 60°`
+# (the `°` is `^\circ` by then). Read as radians before degree signs are dropped: `\sin 30^\circ` is 1/2.
+_TRIG_DEGREES_RE = re.compile(
+    r"\\(sin|cos|tan|cot|sec|csc)\s*(\(?)\s*(-?\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?\s*(\)?)"
+)
+
+
+def _trig_degrees(m: re.Match) -> str:
+    if bool(m.group(2)) != bool(m.group(4)):  # an unbalanced parenthesis: not one argument, left alone
+        return m.group(0)
+    return f"\\{m.group(1)}(\\frac{{{m.group(3)}\\pi}}{{180}})"
+
+
 _DEGREE_RE = re.compile(
     r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ\s*$|\\degree(?![A-Za-z]))(?:\s*(?:\\mathrm\{[CF]\}|[CF])(?![A-Za-z]))?"
     r"|(?<=[\d}])\s*(?:\^\s*\{?\s*(?:\\prime\s*)+\}?|'+)\s*$"
@@ -357,6 +370,8 @@ def canonicalize(ans: str) -> str:
     s = _ELLIPSIS_RE.sub(r"\\ldots ", s)
     if ":" in s or "m" in s.lower():
         s = clock_times(s)  # CPMöbius: a meridiem is part of the time, not a unit
+    if "circ" in s:
+        s = _TRIG_DEGREES_RE.sub(_trig_degrees, s)  # CPMöbius: `\sin 30^\circ` is sin(π/6), not sin(30)
     s = _DEGREE_RE.sub("", s)
     s = _PERCENT_RE.sub("", s)
     s = _EMPTY_TEXT_RE.sub("", s)
