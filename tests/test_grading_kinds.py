@@ -696,3 +696,18 @@ def test_a_single_digit_in_text_is_a_number(gold, answer, verdict):
 def test_degrees_inside_a_trigonometric_function_are_degrees(gold, answer, verdict):
     """The degree sign was dropped everywhere, so `\\sin 30^\\circ` was sin(30 radians)."""
     assert grade(gold, boxed(answer)).correct is verdict
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "verdict"),
+    [
+        ("\\text{(B)}", "\\textbf{(B) } 3(1+r)^x = 7", True),  # the option named with its value
+        ("\\text{(B)}", "\\text{(B) } 12", True),
+        ("\\text{(B)}", "\\text{(C) } 12", False),  # another option
+        ("12", "\\text{(B) } 12", True),  # a value gold still reads the value after the label
+        ("13", "\\text{(B) } 12", False),
+    ],
+)
+def test_a_letter_gold_is_answered_by_the_option_label(gold, answer, verdict):
+    """Against a letter gold, `\\text{(B) } 12` was read as 12 and graded wrong."""
+    assert grade(gold, boxed(answer)).correct is verdict

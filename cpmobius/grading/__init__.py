@@ -35,7 +35,8 @@ Extraction (mode "cpmobius", the default)
 * AMC options: `\textbf{(B) }12`, `\mathbf{(B)}\ 12`, `(B) x^2` are the value after the label (in
   any font; not when a connector or another label follows: `(B), (C)`); `(B)`, `\text{(B)}`,
   `\textbf{B}` and a bare `B` are the option letter `B`, compared as text (never Euler's e, never a
-  product).
+  product). Against a gold that is an option letter, a labelled value is its label:
+  `\text{(B) } 12` answers gold `(B)`.
 * Placeholders are no answer: empty, `None`, `null`, `NaN`, `N/A`, `N.A.`, `answer`, `your answer
   here`, `...`, `?`, also inside font commands or brackets (`\mathrm{None}`, `\text{None.}`,
   `\emph{N/A}`, `[answer]`) and an answer of only spaces (`\ `).

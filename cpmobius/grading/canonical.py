@@ -26,6 +26,7 @@ from cpmobius.grading.numerals import (
     join_thousands,
     mixed_numbers,
     repeating_decimals,
+    trig_degrees,
 )
 
 MAX_ANSWER_CHARS = 3000
@@ -168,19 +169,6 @@ _OPTION_RE = re.compile(
 )
 _OPTION_ONLY_RE = re.compile(r"^(?:" + _FONT + r"\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?$")
 _NOT_A_VALUE_RE = re.compile(r"[,;&]|(?:and|or)(?![A-Za-z])", re.I)
-# An angle in degrees as a trigonometric function's argument: `\sin 30^\circ`, `\cos(45^{\circ})`, `\tan 60°`
-# (the `°` is `^\circ` by then). Read as radians before degree signs are dropped: `\sin 30^\circ` is 1/2.
-_TRIG_DEGREES_RE = re.compile(
-    r"\\(sin|cos|tan|cot|sec|csc)\s*(\(?)\s*(-?\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?\s*(\)?)"
-)
-
-
-def _trig_degrees(m: re.Match) -> str:
-    if bool(m.group(2)) != bool(m.group(4)):  # an unbalanced parenthesis: not one argument, left alone
-        return m.group(0)
-    return f"\\{m.group(1)}(\\frac{{{m.group(3)}\\pi}}{{180}})"
-
-
 _DEGREE_RE = re.compile(
     r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ\s*$|\\degree(?![A-Za-z]))(?:\s*(?:\\mathrm\{[CF]\}|[CF])(?![A-Za-z]))?"
     r"|(?<=[\d}])\s*(?:\^\s*\{?\s*(?:\\prime\s*)+\}?|'+)\s*$"
@@ -221,32 +209,6 @@ def prime_marks(canonical: str) -> list[str]:
     if "\\text" in canonical:
         return []
     return [letter + marks for letter, marks in _PRIMED_LETTER_RE.findall(canonical)]
-
-
-# A numeral with its base as a subscript, the whole answer: `52_8`, `52_{8}`, `1A_{16}`, `10110_2`.
-_BASE_NUMERAL_RE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d{1,2})\}?$")
-
-
-def base_numeral(canonical: str) -> tuple | None:
-    """The value of an answer that is one numeral with a base subscript, else None.
-
-    math-verify drops subscripts (`52_{10}` read as `52_8`), so two such answers are compared here: by value
-    when the digits are valid in their bases (`52_8` = `42_{10}` = 42; `52_8` ≠ `52_{10}`), else by digits
-    and base. An answer without a base is not a base numeral (`52` against `52_8` goes on as before).
-
-    Returns:
-        ("value", int) or ("digits", digits, base), or None.
-    """
-    m = _BASE_NUMERAL_RE.match(canonical)
-    if m is None or not any(c.isdigit() for c in m.group(1)):
-        return None
-    digits, base = m.group(1), int(m.group(2))
-    if not 2 <= base <= 36:
-        return None
-    try:
-        return ("value", int(digits, base))
-    except ValueError:  # a digit the base does not have (`59_8`): compared as written
-        return ("digits", digits.upper(), base)
 
 
 _FRAC_DIGITS_RE = re.compile(r"\\frac(\d)(\d)")
@@ -338,14 +300,8 @@ def strip_commands(s: str) -> str:
     return _KNOWN_CMDS_RE.sub("", s)
 
 
-@lru_cache(maxsize=1 << 16)
-def canonicalize(ans: str) -> str:
-    """Canonical string of an extracted answer (policy table in the package docstring).
-
-    An answer longer than `MAX_ANSWER_CHARS` is returned stripped, unchanged (over the cost budget).
-    """
-    if len(ans) > MAX_ANSWER_CHARS:
-        return ans.strip()
+def _up_to_options(ans: str) -> str:
+    """The first rewrites of `canonicalize`, up to where option labels are read (unicode, boxes, `$`, fonts)."""
     if "\u221a" in ans or "\u221b" in ans or "\u221c" in ans:
         ans = _unicode_radicals(ans)
     s = ans.translate(_UNICODE).strip()
@@ -360,7 +316,30 @@ def canonicalize(ans: str) -> str:
     s = _EMPTY_SET_RE.sub(r"\\emptyset ", s)
     s = _STYLE_RE.sub("", s)
     s = _FRAC_RE.sub(r"\\frac", s)
-    s = _TEXTCMD_RE.sub(r"\\text", s).strip()
+    return _TEXTCMD_RE.sub(r"\\text", s).strip()
+
+
+def option_label(ans: str) -> str | None:
+    """The option letter an answer opens with when a value follows it (`\\text{(B) } 12` → "B"), else None.
+
+    `canonicalize` reads such an answer as its value (12); against a gold that is an option letter the
+    label is the answer instead (`cpmobius.grading.scoring.grade_batch`).
+    """
+    if len(ans) > MAX_ANSWER_CHARS:
+        return None
+    m = _OPTION_RE.match(_up_to_options(ans))
+    return m.group(1) if m and _is_option_value(m.group(3), bool(m.group("gap"))) else None
+
+
+@lru_cache(maxsize=1 << 16)
+def canonicalize(ans: str) -> str:
+    """Canonical string of an extracted answer (policy table in the package docstring).
+
+    An answer longer than `MAX_ANSWER_CHARS` is returned stripped, unchanged (over the cost budget).
+    """
+    if len(ans) > MAX_ANSWER_CHARS:
+        return ans.strip()
+    s = _up_to_options(ans)
     if m := _OPTION_ONLY_RE.match(s):
         return m.group(1)
     if (m := _OPTION_RE.match(s)) and _is_option_value(m.group(3), bool(m.group("gap"))):
@@ -371,7 +350,7 @@ def canonicalize(ans: str) -> str:
     if ":" in s or "m" in s.lower():
         s = clock_times(s)  # CPMöbius: a meridiem is part of the time, not a unit
     if "circ" in s:
-        s = _TRIG_DEGREES_RE.sub(_trig_degrees, s)  # CPMöbius: `\sin 30^\circ` is sin(π/6), not sin(30)
+        s = trig_degrees(s)  # CPMöbius: `\sin 30^\circ` is sin(π/6), not sin(30)
     s = _DEGREE_RE.sub("", s)
     s = _PERCENT_RE.sub("", s)
     s = _EMPTY_TEXT_RE.sub("", s)

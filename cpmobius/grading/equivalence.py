@@ -18,8 +18,9 @@ from typing import Any
 
 from . import isolation
 from .arithmetic import decimal_info
-from .canonical import MAX_ANSWER_CHARS, base_numeral, canonicalize, is_placeholder, prime_marks
+from .canonical import MAX_ANSWER_CHARS, canonicalize, is_placeholder, prime_marks
 from .fast_path import TOO_BIG, fast_verdict
+from .numerals import base_numeral
 from .results import DEFAULT_TIMEOUT_S, check_mode
 
 _LOG = logging.getLogger(__name__)

@@ -3,8 +3,9 @@ repeating decimals and clock times, each rewritten to the one spelling the compa
 
 Departures from the released code (marked `# CPMöbius:` where they are applied): its vote compares raw
 strings; here a repeating decimal `0.\overline{3}` is the rational 1/3, a mixed number `3 1/2` is 7/2,
-`7:15 PM` is the time `19:15`, and a notation that reads two ways (`12 345/678`, `3 5/2`, `0.1(6)`) raises
-`AmbiguousNumeral` (the caller makes it no answer).
+`7:15 PM` is the time `19:15`, `\sin 30^\circ` is sin(π/6) (`trig_degrees`), two numerals with base
+subscripts compare by value (`base_numeral`; math-verify drops subscripts), and a notation that reads two
+ways (`12 345/678`, `3 5/2`, `0.1(6)`) raises `AmbiguousNumeral` (the caller makes it no answer).
 """
 
 from __future__ import annotations
@@ -140,3 +141,48 @@ def join_thousands(s: str) -> str:
 def clock_times(s: str) -> str:
     """Every clock time with a meridiem in ``s`` as 24-hour time (`_clock_time`)."""
     return _TIME_RE.sub(_clock_time, s)
+
+
+# A numeral with its base as a subscript, the whole answer: `52_8`, `52_{8}`, `1A_{16}`, `10110_2`.
+_BASE_NUMERAL_RE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d{1,2})\}?$")
+
+
+def base_numeral(canonical: str) -> tuple | None:
+    """The value of an answer that is one numeral with a base subscript, else None.
+
+    math-verify drops subscripts (`52_{10}` read as `52_8`), so two such answers are compared here: by value
+    when the digits are valid in their bases (`52_8` = `42_{10}` = 42; `52_8` ≠ `52_{10}`), else by digits
+    and base. An answer without a base is not a base numeral (`52` against `52_8` goes on as before).
+
+    Returns:
+        ("value", int) or ("digits", digits, base), or None.
+    """
+    m = _BASE_NUMERAL_RE.match(canonical)
+    if m is None or not any(c.isdigit() for c in m.group(1)):
+        return None
+    digits, base = m.group(1), int(m.group(2))
+    if not 2 <= base <= 36:
+        return None
+    try:
+        return ("value", int(digits, base))
+    except ValueError:  # a digit the base does not have (`59_8`): compared as written
+        return ("digits", digits.upper(), base)
+
+
+# An angle in degrees as a trigonometric function's argument: `\sin 30^\circ`, `\cos(45^{\circ})`, `\tan 60°`
+# (the `°` is `^\circ` by then). Read as radians before degree signs are dropped: `\sin 30^\circ` is 1/2.
+_TRIG_DEGREES_RE = re.compile(
+    r"\\(sin|cos|tan|cot|sec|csc)\s*(\(?)\s*(-?\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?\s*(\)?)"
+)
+
+
+def _in_radians(m: re.Match) -> str:
+    if bool(m.group(2)) != bool(m.group(4)):  # an unbalanced parenthesis: not one argument, left alone
+        return m.group(0)
+    return f"\\{m.group(1)}(\\frac{{{m.group(3)}\\pi}}{{180}})"
+
+
+def trig_degrees(s: str) -> str:
+    """`\\sin 30^\\circ` → `\\sin(\\frac{30\\pi}{180})`: a degree sign in a trigonometric function's argument
+    is an angle in degrees."""
+    return _TRIG_DEGREES_RE.sub(_in_radians, s)

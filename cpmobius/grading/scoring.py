@@ -14,7 +14,7 @@ import logging
 from typing import Sequence
 
 from . import released
-from .canonical import canonicalize, is_placeholder
+from .canonical import canonicalize, is_placeholder, option_label
 from .equivalence import judge
 from .extraction import extract_answer
 from .results import DEFAULT_TIMEOUT_S, BatchGrades, GradeResult, check_mode, count_statuses
@@ -85,7 +85,10 @@ def grade_batch(
             elif extracted is None:
                 results[i] = GradeResult(False, None, "no_answer")
             else:
-                pairs.append((gold_c, canonicalize(extracted)))
+                answer_c = canonicalize(extracted)
+                if len(gold_c) == 1 and gold_c in "ABCDE" and (label := option_label(extracted)) is not None:
+                    answer_c = label  # CPMöbius: against a letter gold, `\text{(B) } 12` answers "B", not 12
+                pairs.append((gold_c, answer_c))
                 where.append((i, extracted))
         for (i, extracted), (status, ok) in zip(where, judge(pairs, symmetric=False, timeout_s=timeout_s)):
             results[i] = GradeResult(ok and status == "ok", extracted, status)
