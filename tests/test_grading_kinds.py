@@ -403,7 +403,7 @@ def test_determined_values_still_compare(gold, answer, verdict):
         ("0", "x-5=0", False),  # math-verify compared the right-hand side
         ("5", "2x=5", False),
         ("7", "x^2=7", False),
-        ("3", "x+y=3", False),
+        ("3", "x+y=3", True),  # a left side of names alone labels the quantity asked for (a value gold)
         ("0", "x^2-4x+4=0", False),
         ("5", "x=5", True),  # a single-variable assignment is its value
         ("5", r"\alpha=5", True),
@@ -711,3 +711,44 @@ def test_degrees_inside_a_trigonometric_function_are_degrees(gold, answer, verdi
 def test_a_letter_gold_is_answered_by_the_option_label(gold, answer, verdict):
     """Against a letter gold, `\\text{(B) } 12` was read as 12 and graded wrong."""
     assert grade(gold, boxed(answer)).correct is verdict
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "verdict"),
+    [
+        ("6.6\\times10^{-34}", "6.6\\times10^{-34}\\,\\mathrm{J\\cdot s}", True),  # compound units
+        ("9.8", "9.8 \\mathrm{m/s^2}", True),
+        ("2", "2\\mathrm{kg\\cdot m^2}", True),
+        ("12", "12 \\,\\Omega", True),
+        ("5", "5\\mathrm{~m}", True),  # OlympiadBench's spelling of one unit
+        ("9.7", "9.8 \\mathrm{m/s^2}", False),  # the unit goes, the value stays
+        ("3.14", "\\approx 3.14", True),  # an approximation sign
+        ("\\pi", "\\approx 3.14", False),  # then the decimals policy: 3.14 is not π
+        ("12", "12 \\text{ (since x>0)}", True),  # a parenthetical remark
+        ("13", "12 \\text{ (rounded)}", False),
+    ],
+)
+def test_units_approximation_signs_and_remarks_carry_no_value(gold, answer, verdict):
+    assert grade(gold, boxed(answer)).correct is verdict
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "verdict"),
+    [
+        ("17", "m+n=17", True),  # a left side that names the quantity asked for
+        ("15", "a+b+c = 15", True),
+        ("x^2+1", "f^{-1}(x) = x^2+1", True),
+        ("18", "m+n=17", False),
+        ("\\frac12", "\\frac{6}{12} = \\frac12", True),  # a true chain ends with the answer
+        ("5", "2+3=5", True),
+        ("6", "2+3=6", False),  # a false chain is no value
+        ("3", "2x+1=7", False),  # an equation to solve is not its solution
+        ("x+y=5", "x-y=5", False),  # two equations compare as equations
+    ],
+)
+def test_labelled_left_sides_and_true_chains_give_their_value(gold, answer, verdict):
+    assert grade(gold, boxed(answer)).correct is verdict
+
+
+def test_a_labelled_answer_joins_its_values_cluster_and_two_equations_do_not_merge():
+    assert answers_equivalent("m+n=17", "17") and not answers_equivalent("x+y=5", "x-y=5")

@@ -64,8 +64,17 @@ percent `28\%`                  the sign is dropped: the value is the number  28
 degrees `30^\circ`              the degree sign is dropped; no deg↔rad        30° = 30; 90° ≠ π/2;
                                 except as the argument of a trigonometric     \sin 30° = 1/2 ≠
                                 function, where it is an angle in degrees     \sin 30
-units `5\text{ cm}`, `5 cm`     a trailing `\text{..}`/`\mathrm{..}` unit or   5 cm = 5
-                                a common unit word after a number is dropped
+units `5\text{ cm}`, `5 cm`     a trailing `\text{..}`/`\mathrm{..}` unit or   5 cm = 5;
+                                a common unit word after a number is dropped, 9.8 m/s² = 9.8;
+                                compound units too (`\mathrm{J\cdot s}`,      12 Ω = 12
+                                `\mathrm{m/s^2}`, `\Omega`)
+annotations                     a leading `\approx` and a trailing             ≈ 3.14 = 3.14 ≠ π;
+                                `\text{(remark)}` are dropped                  12 (rounded) = 12
+labelled / chained values       against a value, an equation whose left side   m+n=17 = 17;
+                                names the quantity (`m+n`, `f^{-1}(x)`) is its f^{-1}(x)=x+1 = x+1;
+                                right side, and a true numeric chain its last  2+3=5 = 5; 2+3=6 ≠ 6;
+                                member (released: accepts labelled sides);     2x+1=7 ≠ 3
+                                two equations compare as equations
 currency `\$10`                 `$`, `\$`, €, £, ¥ are dropped                $10 = 10
 thousands `1,000`               `,`, `{,}`, `,\!` join digits only between    1,000 = 1{,}000 =
                                 1–3 digits and groups of exactly 3 (plain `,`   1\,000 = 1000;

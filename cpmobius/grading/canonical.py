@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from cpmobius.grading.annotations import strip_annotations
 from cpmobius.grading.numerals import (
     AmbiguousNumeral,
     clock_times,
@@ -362,6 +363,7 @@ def canonicalize(ans: str) -> str:
     except AmbiguousNumeral:
         return ""  # two readings: no answer (a placeholder)
     s = _SPACING_RE.sub(lambda m: "" if m.group(0) == "\\!" else " ", s)
+    s = strip_annotations(s)  # CPMöbius: compound units, `\approx`, `\text{(remark)}` carry no value
     while m := _UNIT_TEXT_RE.match(s):
         s = m.group(1)
     s = _UNIT_WORD_RE.sub("", s).strip()

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import collections
 import logging
+import re
 import threading
 from typing import Any
 
 from . import isolation
 from .arithmetic import decimal_info
-from .canonical import MAX_ANSWER_CHARS, canonicalize, is_placeholder, prime_marks
+from .canonical import MAX_ANSWER_CHARS, canonicalize, is_placeholder, prime_marks, strip_commands
 from .fast_path import TOO_BIG, fast_verdict
 from .numerals import base_numeral
 from .results import DEFAULT_TIMEOUT_S, check_mode
@@ -50,6 +51,38 @@ class _LRU:
 
 VERDICT_CACHE = _LRU(1 << 17)
 
+# A left side that names the quantity asked for: `m+n`, `a+b+c`, `f^{-1}(x)`, `p(x)`, `a_1+a_2`.
+_NAME = r"[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?"
+_LABEL_RE = re.compile(rf"^{_NAME}(?:\^\{{-1\}})?(?:\([A-Za-z]\))?(?:[+\-]{_NAME})*$")
+
+
+def reduce_equation(a: str, b: str) -> tuple[str, str]:
+    """Compare an equation with a value by its right-hand side, when the equation only labels or chains it.
+
+    When exactly one of two canonical answers is an equation: `m+n=17` (a left side that names the
+    quantity, `_LABEL_RE`) is 17, and a numeric chain that holds (`\\frac{6}{12}=\\frac12`, `2+3=5`) is its last
+    member; `2+3=6`, `2x+1=5` and two equations stay as they are (equations compare as equations).
+
+    Returns:
+        (a, b) with that equation replaced by its value, else unchanged.
+    """
+    if ("=" in a) == ("=" in b) or "<" in a + b or ">" in a + b:
+        return a, b
+    equation = a if "=" in a else b
+    members = equation.split("=")
+    if any(not m for m in members):
+        return a, b
+    value = None
+    if len(members) == 2 and _LABEL_RE.match(members[0]):
+        value = members[1]  # CPMöbius: the question asked for that quantity (the released grader accepts these)
+    elif not re.search(r"[A-Za-z]", strip_commands(equation)) and all(
+        fast_verdict(m, members[-1]) is True for m in members[:-1]
+    ):
+        value = members[-1]  # CPMöbius: a true chain ends with the answer
+    if value is None:
+        return a, b
+    return (value, b) if equation is a else (a, value)
+
 
 def judge(pairs: list[tuple[str, str]], *, symmetric: bool, timeout_s: float) -> list[tuple[str, bool]]:
     """(status, equal) for canonical (gold, answer) pairs; all slow pairs share one deadline.
@@ -65,6 +98,7 @@ def judge(pairs: list[tuple[str, str]], *, symmetric: bool, timeout_s: float) ->
         if a != b and max(len(a), len(b)) > MAX_ANSWER_CHARS:
             out[i] = ("timeout", False)  # CPMöbius: over-long answers are never parsed (bounded time)
             continue
+        a, b = reduce_equation(a, b)
         if a != b and prime_marks(a) != prime_marks(b):
             out[i] = ("ok", False)  # CPMöbius: `f'(x)=2x` is not `f(x)=2x` (math-verify drops the marks)
             continue
