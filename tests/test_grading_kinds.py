@@ -752,3 +752,32 @@ def test_labelled_left_sides_and_true_chains_give_their_value(gold, answer, verd
 
 def test_a_labelled_answer_joins_its_values_cluster_and_two_equations_do_not_merge():
     assert answers_equivalent("m+n=17", "17") and not answers_equivalent("x+y=5", "x-y=5")
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "verdict"),
+    [
+        ("\\text{no solution}", "\\text{no solutions}", True),
+        ("\\text{infinitely many solutions}", "\\text{infinitely many solution}", True),
+        ("\\text{no solution}", "\\text{one solution}", False),
+        ("\\text{yes}", "\\text{ye}", False),  # three letters keep their s
+        ("\\text{class}", "\\text{clas}", False),  # and so do -ss, -us, -is
+    ],
+)
+def test_a_text_answer_in_the_singular_or_plural_is_one_answer(gold, answer, verdict):
+    assert grade(gold, boxed(answer)).correct is verdict
+
+
+@pytest.mark.parametrize(
+    "group",
+    [
+        ["m+n=17", "17", "17", "m+n=17"],
+        ["9.8 \\mathrm{m/s^2}", "9.8", "9.8", "9.8\\,\\mathrm{m/s^2}"],
+        ["\\text{no solution}", "\\text{no solutions}", "\\text{no solution}", "\\text{no solutions}"],
+        ["\\sin 30^\\circ", "\\frac12", "0.5", "\\sin(30^{\\circ})"],
+    ],
+)
+def test_two_spellings_of_one_answer_are_one_cluster_not_a_tie(group):
+    """Each kind above used to split a group into a 2-2 tie, which has no pseudo-label."""
+    vote = majority_vote([boxed(a) for a in group])
+    assert vote.pseudo_label is not None and vote.pass_rate == 1.0

@@ -119,8 +119,11 @@ equations `x = 5`               a leading single-variable assignment is        x
                                 and never equal a bare value                   x-5=0 ≠ 0; 2x=5 ≠ 5
 words, `\text{}`                words (≥ 3 letters or several words) compare   \text{Evelyn} = evelyn;
                                 case-insensitively; single letters compare    \text{(E)} ≠ e;
-                                case-sensitively (options, variables); a      \text{7} = 7
-                                single digit in `\text{}` is the number
+                                case-sensitively (options, variables); a      \text{7} = 7;
+                                single digit in `\text{}` is the number; a    no solutions =
+                                word's plural `s` is dropped (not after 3      no solution
+                                letters or fewer, nor in -ss, -us, -is;
+                                released: exact strings)
 base numerals `52_8`            two answers that are each one numeral with a  52_8 = 42_{10};
                                 base subscript compare by value in their      52_8 ≠ 52_{10};
                                 bases (math-verify drops subscripts); a digit 10110_2 ≠ 10110_3;

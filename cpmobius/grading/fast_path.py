@@ -276,6 +276,15 @@ _TEXT_RE = re.compile(r"^\\text\{([^{}\\]*)\}$")
 _LETTER_RUN_RE = re.compile(r"[A-Za-z]{2,}|\\[^A-Za-z{}]|i")
 
 
+def _singular(word: str) -> str:
+    """A word without its plural `s` (`solutions` → `solution`), so "no solution" equals "no solutions";
+    words of three letters or fewer and endings `ss`, `us`, `is` keep theirs (`yes`, `class`, `radius`)."""
+    # CPMöbius: a text answer's number is not its meaning (the released grader compares the strings).
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
 @lru_cache(maxsize=1 << 16)
 def fast_value(canon: str) -> Any:
     """Fast-path value of a canonical answer: (value at point A, value at point B), None or TOO_BIG.
@@ -293,7 +302,7 @@ def fast_value(canon: str) -> Any:
         inner = fast_value(text) if m and text and not _WORDS_RE.match(text) else None
         if inner is not None and inner is not TOO_BIG and inner[0][0] != "text":
             return inner
-        return (("text", " ".join(text.lower().split())),) * 2
+        return (("text", " ".join(_singular(word) for word in text.lower().split())),) * 2
     if len(canon) > 2000 or _LETTER_RUN_RE.search(strip_commands(canon)):
         return None  # words, functions, Greek letters, \text, relations: math-verify decides
     try:
