@@ -122,3 +122,15 @@ def test_a_good_run_folder_is_left_as_it_was(tmp_path):
 
     check_output_dir(str(tmp_path / "new" / "run"))
     assert list(tmp_path.iterdir()) == []  # nothing created, the write probe removed
+
+
+@pytest.mark.parametrize("below", ["", "run"])
+def test_a_run_folder_behind_a_dangling_link_is_named(tmp_path, below):
+    from cpmobius.engine.run_folders import check_output_dir
+
+    (tmp_path / "link").symlink_to(tmp_path / "unmounted" / "disk")
+    folder = tmp_path / "link" / below if below else tmp_path / "link"
+    with pytest.raises(
+        ConfigError, match=r"^trainer\.default_local_dir: cannot create .* is a link to .*unmounted/disk"
+    ):
+        check_output_dir(str(folder))
