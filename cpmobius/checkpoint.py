@@ -241,10 +241,8 @@ def prune_checkpoints(root: str | os.PathLike, keep: int) -> list[int]:
         raise ValueError(f"trainer.max_actor_ckpt_to_keep must be >= 1 or null, got {keep}")
     root = Path(root)
     tracker = root / TRACKER_FILE
-    latest = int(tracker.read_text().strip()) if tracker.is_file() else None
-    steps = sorted(
-        int(p.name.rsplit("_", 1)[1]) for p in root.glob("global_step_*") if p.name.rsplit("_", 1)[1].isdigit()
-    )
+    latest = parse_step(tracker.read_text(errors="replace").strip()) if tracker.is_file() else None
+    steps = sorted(s for s in map(checkpoint_step, root.glob("global_step_*")) if s is not None)
     deleted = [s for s in steps[:-keep] if s != latest]
     for s in deleted:
         shutil.rmtree(root / f"global_step_{s}")
@@ -270,10 +268,19 @@ def find_latest_checkpoint(root: str | os.PathLike) -> Optional[Path]:
     return path
 
 
+def parse_step(text: str) -> Optional[int]:
+    """The step N written as this run writes it (``str(N)``: ASCII digits, no leading zero, at most 18), else
+    None: ``02``, ``²``, ``٣``, ``-1`` and a 5,000-digit number are not steps (``global_step_02`` is not the
+    folder of step 2, and ``int`` of the last two raises)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 18 or (len(text) > 1 and text[0] == "0"):
+        return None
+    return int(text)
+
+
 def checkpoint_step(path: Path) -> Optional[int]:
     """N of a ``global_step_N`` folder, else None."""
     head, _, tail = path.name.rpartition("_")
-    return int(tail) if head == "global_step" and tail.isdigit() else None
+    return parse_step(tail) if head == "global_step" else None
 
 
 def _move_aside(path: Path) -> Path:
@@ -318,7 +325,7 @@ def select_intact_checkpoint(root: str | os.PathLike, report: Callable[[str], No
         return None
     text = tracker.read_text(errors="replace").strip()
     steps = sorted((s for s in map(checkpoint_step, root.glob("global_step_*")) if s is not None), reverse=True)
-    named = int(text) if text.isascii() and text.isdigit() else None
+    named = parse_step(text)
     if named is None:
         report(f"[cpmobius] {tracker} holds {text[:40]!r}, not a step: resuming from the newest intact checkpoint")
     else:

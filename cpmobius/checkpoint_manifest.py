@@ -52,10 +52,22 @@ def fsync_path(path: str | os.PathLike) -> None:
 
 
 def checkpoint_files(folder: Path) -> list[str]:
-    """Every file under ``folder`` but the manifest, as sorted POSIX paths relative to ``folder``."""
-    return sorted(
-        p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST_FILE
-    )
+    """Every file under ``folder`` but its manifest, as sorted POSIX paths relative to ``folder``.
+
+    Symbolically linked folders are walked too (each real folder once), so a file reached through a link
+    (a shard folder moved to another disk and linked back, with a stale shard of another world size in
+    it) is listed like any other, and is unlisted in the manifest when this run did not write it.
+    """
+    names, seen = [], set()
+    for top, dirs, files in os.walk(folder, followlinks=True):
+        real = os.stat(top)
+        if (real.st_dev, real.st_ino) in seen:  # a link back to a folder already walked
+            dirs[:] = []
+            continue
+        seen.add((real.st_dev, real.st_ino))
+        relative = Path(top).relative_to(folder)
+        names += [(relative / f).as_posix() for f in files if os.path.isfile(os.path.join(top, f))]
+    return sorted(name for name in names if name != MANIFEST_FILE)
 
 
 def _hash_workers() -> int:
@@ -93,14 +105,14 @@ def read_manifest(folder: str | os.PathLike) -> Optional[dict]:
         ValueError: one line, when ``manifest.json`` exists but is not a manifest (truncated, edited).
     """
     path = Path(folder) / MANIFEST_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
         manifest = json.loads(path.read_text())
         files = manifest["files"]
         if not all(isinstance(e["bytes"], int) and isinstance(e["sha256"], str) for e in files.values()):
             raise TypeError("an entry without bytes and sha256")
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path} is unreadable ({type(error).__name__}: {error})") from None
     return manifest
 

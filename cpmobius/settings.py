@@ -8,6 +8,7 @@ driver calls it first, before anything reads ``trainer.total_training_steps``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any, Optional
@@ -380,6 +381,8 @@ def _check_type(key: str, annotation: str, value: Any) -> None:
     allowed = _SIMPLE_TYPES[base]
     if not isinstance(value, allowed) or (base != "bool" and isinstance(value, bool)):
         raise ConfigError(f"{key}: expected {annotation}, got {value!r}")
+    if base == "float" and not math.isfinite(value):  # inf passed every ">= x" check (warmup.lr=inf trained)
+        raise ConfigError(f"{key}: expected a finite number, got {value!r}")
 
 
 def _section(cfg: DictConfig, key: str, cls: type) -> Any:

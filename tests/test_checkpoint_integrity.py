@@ -277,3 +277,64 @@ def test_a_run_folder_with_no_intact_checkpoint_stops_in_one_line_exit_2_before_
     assert len(lines) == 1 and lines[0].startswith("error: no intact checkpoint to resume from"), done.stderr
     assert "coach/model_world_size_1_rank_0.pt" in lines[0] and "trainer.resume_mode=disable" in lines[0]
     assert not cache.exists()
+
+
+def _link_the_player_folder_elsewhere(step: Path) -> None:
+    """The player's shards moved to another disk and linked back, a stale shard of another world size among them."""
+    elsewhere = step.parent / "elsewhere"
+    (step / "player").rename(elsewhere)
+    (step / "player").symlink_to(elsewhere)
+    torch.save({}, elsewhere / "model_world_size_2_rank_0.pt")
+
+
+LINKED_OR_HIDDEN = {
+    "an unlisted pickle in a linked folder": _link_the_player_folder_elsewhere,
+    "a linked folder outside the run": lambda s: (s / "coach" / "etc").symlink_to("/etc"),
+    "an unlisted file named manifest.json in a subfolder": lambda s: torch.save({}, s / "player" / MANIFEST_FILE),
+    "a manifest that is a folder": lambda s: ((s / MANIFEST_FILE).unlink(), (s / MANIFEST_FILE).mkdir()),
+}
+
+
+@pytest.mark.parametrize("kind", LINKED_OR_HIDDEN)
+def test_files_behind_links_or_named_like_the_manifest_are_checked_too(tmp_path, kind):
+    save(tmp_path, 1), save(tmp_path, 2)
+    LINKED_OR_HIDDEN[kind](tmp_path / "global_step_2")
+    lines = []
+    assert checkpoint.check_resume(run_cfg(tmp_path), lines.append) == 1
+    assert len(lines) == 2 and "checkpoint of step 2 is broken" in lines[0], lines
+
+
+def test_a_linked_folder_whose_files_match_is_intact_and_a_link_cycle_is_walked_once(tmp_path):
+    folder = save(tmp_path, 1)
+    elsewhere = tmp_path / "elsewhere"
+    (folder / "player").rename(elsewhere)
+    (folder / "player").symlink_to(elsewhere)
+    assert verify_checkpoint(folder) is None
+    (elsewhere / "loop").symlink_to(elsewhere)  # a link back to its own folder
+    assert verify_checkpoint(folder) is None
+
+
+@pytest.mark.parametrize("stray", ["global_step_02", "global_step_\u00b2", "global_step_\u0663", "global_step_-1"])
+def test_a_folder_whose_name_is_not_how_a_step_is_written_is_not_a_checkpoint(tmp_path, stray):
+    save(tmp_path, 1)
+    (tmp_path / stray).mkdir()
+    lines = []
+    assert checkpoint.check_resume(run_cfg(tmp_path), lines.append) == 1
+    assert lines == []
+    assert checkpoint.prune_checkpoints(tmp_path, 1) == [] and (tmp_path / stray).is_dir()
+
+
+def test_a_zero_padded_copy_is_not_resumed_as_the_missing_step_it_spells(tmp_path):
+    save(tmp_path, 1), save(tmp_path, 2)
+    (tmp_path / "global_step_2").rename(tmp_path / "global_step_02")
+    lines = []
+    assert checkpoint.check_resume(run_cfg(tmp_path), lines.append) == 1
+    assert len(lines) == 1 and "names step 2" in lines[0], lines
+
+
+def test_a_tracker_of_thousands_of_digits_is_not_a_step(tmp_path):
+    save(tmp_path, 1)
+    (tmp_path / checkpoint.TRACKER_FILE).write_text("9" * 5000)
+    lines = []
+    assert checkpoint.check_resume(run_cfg(tmp_path), lines.append) == 1
+    assert len(lines) == 1 and "not a step" in lines[0]

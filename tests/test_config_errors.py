@@ -61,6 +61,13 @@ VALUE_CASES = [
     ("player.verl.rollout.top_p=1.5", r"player\.verl\.rollout\.top_p"),
     ("+coach.verl.rollout.top_k=-5", r"coach\.verl\.rollout\.top_k"),
     ("+player.verl.rollout.val_kwargs.top_p=0", r"player\.verl\.rollout\.val_kwargs\.top_p"),
+    # method floats: inf passed their ">= x" checks, nan the ones without a range
+    ("warmup.lr=inf", r"warmup\.lr"),
+    ("filter.coach_reserve=inf", r"filter\.coach_reserve"),
+    ("filter.adaptive_margin=inf", r"filter\.adaptive_margin"),
+    ("filter.oversample=inf filter.oversample_max=inf", r"filter\.oversample"),
+    ("method.no_box_entropy=nan", r"method\.no_box_entropy"),
+    ("method.no_box_entropy=-inf", r"method\.no_box_entropy"),
 ]
 
 
@@ -79,7 +86,7 @@ def test_a_bad_value_is_refused_naming_its_key(override, key):
     from cpmobius.engine.config import build_policy_configs, compose_config
     from cpmobius.settings import load_settings
 
-    cfg = compose_config([override])
+    cfg = compose_config(override.split())
     with pytest.raises(ConfigError, match=rf"^{key}[ :]") as raised:
         load_settings(cfg)
         build_policy_configs(cfg)
@@ -115,3 +122,15 @@ def test_a_good_run_folder_is_left_as_it_was(tmp_path):
 
     check_output_dir(str(tmp_path / "new" / "run"))
     assert list(tmp_path.iterdir()) == []  # nothing created, the write probe removed
+
+
+@pytest.mark.parametrize("below", ["", "run"])
+def test_a_run_folder_behind_a_dangling_link_is_named(tmp_path, below):
+    from cpmobius.engine.run_folders import check_output_dir
+
+    (tmp_path / "link").symlink_to(tmp_path / "unmounted" / "disk")
+    folder = tmp_path / "link" / below if below else tmp_path / "link"
+    with pytest.raises(
+        ConfigError, match=r"^trainer\.default_local_dir: cannot create .* is a link to .*unmounted/disk"
+    ):
+        check_output_dir(str(folder))

@@ -180,3 +180,71 @@ def test_the_cli_scores_files_with_byte_order_marks(tmp_path):
     assert main(args) == 0
     result = json.loads((tmp_path / "run" / "results.json").read_text())
     assert [p["correct"] for p in result["problems"]["aime24"]] == [[True], [False]]
+
+
+# ----------------------------------------------------------------------------- malformed records and encodings
+
+
+def test_alt_answers_as_one_string_is_an_error_not_one_accepted_answer_per_character(tmp_path):
+    path = write_rows(tmp_path, [row(0, "5", alt_answers="12")])
+    with pytest.raises(ValueError, match=f"{path}:1: alt_answers must be a list"):
+        load_benchmark("aime24", tmp_path)
+
+
+def test_a_uniform_parquet_file_with_alt_answers_loads_and_is_checked(tmp_path):
+    pd = pytest.importorskip("pandas")
+    path = tmp_path / "aime24" / "aime24.parquet"
+    path.parent.mkdir(parents=True)
+    pd.DataFrame([row(0, "5", alt_answers=["5.0", "05"]), row(1, "7")]).to_parquet(path)
+    assert [r["alt_answers"] for r in load_benchmark("aime24", tmp_path)] == [["5.0", "05"], []]
+    pd.DataFrame([row(0, "5", alt_answers=["5.0", ""])]).to_parquet(path)
+    with pytest.raises(ValueError, match=r"row 0: empty gold answer \(alt_answers\[1\]"):
+        load_benchmark("aime24", tmp_path)
+
+
+@pytest.mark.parametrize("problem", [None, "", "  "])
+def test_an_empty_or_null_problem_is_a_load_error(tmp_path, problem):
+    path = write_rows(tmp_path, [row(0, "5"), {**row(1, "1"), "problem": problem}])
+    with pytest.raises(ValueError, match=f"{path}:2: the problem statement is empty"):
+        load_benchmark("aime24", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {
+            "prompt": [{"role": "user", "content": "q"}],
+            "reward_model": {"ground_truth": "1"},
+            "extra_info": {"index": "a"},
+        },
+        {
+            "prompt": [{"role": "user", "content": "q"}],
+            "reward_model": {"ground_truth": "1"},
+            "extra_info": {"index": None},
+        },
+        {"prompt": "q", "reward_model": {"ground_truth": "1"}},
+        {"prompt": [{"role": "user", "content": "q"}], "reward_model": "1"},
+    ],
+    ids=["index-text", "index-null", "prompt-text", "reward-model-text"],
+)
+def test_a_released_record_with_a_field_of_the_wrong_type_is_a_load_error_naming_file_and_line(tmp_path, record):
+    path = write_rows(tmp_path, [record])
+    with pytest.raises(ValueError, match=f"{path}:1: a malformed record"):
+        load_benchmark("aime24", tmp_path)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "latin-1"])
+def test_a_benchmark_file_not_in_utf8_is_a_load_error_naming_file_and_line(tmp_path, encoding):
+    path = tmp_path / "aime24" / "aime24.jsonl"
+    path.parent.mkdir(parents=True)
+    lines = [json.dumps(row(0, "5")), json.dumps(row(1, "é"), ensure_ascii=False)]
+    path.write_bytes("\n".join(lines).encode(encoding))
+    with pytest.raises(ValueError, match=f"{path}:{1 if encoding == 'utf-16' else 2}: not UTF-8 text"):
+        load_benchmark("aime24", tmp_path)
+
+
+def test_a_benchmark_file_with_windows_line_ends_loads(tmp_path):
+    path = tmp_path / "aime24" / "aime24.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\r\n".join(json.dumps(row(i, str(i))).encode() for i in range(3)) + b"\r\n")
+    assert [r["answer"] for r in load_benchmark("aime24", tmp_path)] == ["0", "1", "2"]

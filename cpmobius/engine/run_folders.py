@@ -23,6 +23,10 @@ def check_output_dir(path: str, key: str = "trainer.default_local_dir") -> None:
     folder = Path(str(path)).expanduser().absolute()
     ancestor = folder
     while not ancestor.exists() and ancestor != ancestor.parent:
+        if ancestor.is_symlink():  # a link to an unmounted disk: mkdir fails with FileExistsError, not here
+            raise ConfigError(
+                f"{key}: cannot create {folder}: {ancestor} is a link to {os.readlink(ancestor)}, which does not exist"
+            )
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise ConfigError(f"{key}: cannot create {folder}: {ancestor} is a file, not a folder")

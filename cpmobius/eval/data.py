@@ -209,11 +209,19 @@ def _read_file(name: str, path: Path, allow_duplicate_ids: bool = False) -> list
         where = [f"{path} row {i}" for i in range(len(records))]
         return rows_from_records(name, records, locations=where, allow_duplicate_ids=allow_duplicate_ids)
     # utf-8-sig: a byte-order mark (as some editors write) is read, not a JSON error on line 1.
-    with open(path, encoding="utf-8-sig") as f:
-        try:
-            numbered = list(json_objects(f))
-        except JSONLineError as error:
-            raise ValueError(f"benchmark {name!r}: {path}:{error.line_no}: {error.reason}") from None
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:  # UTF-16, Latin-1: named, not a codec traceback without the file
+        line_no = raw.count(b"\n", 0, error.start) + 1
+        raise ValueError(
+            f"benchmark {name!r}: {path}:{line_no}: not UTF-8 text (byte {raw[error.start]:#04x})"
+        ) from None
+    try:
+        # Split on "\n" only (a "\r" before it is JSON white space): as the completions reader does.
+        numbered = list(json_objects(text.split("\n")))
+    except JSONLineError as error:
+        raise ValueError(f"benchmark {name!r}: {path}:{error.line_no}: {error.reason}") from None
     return rows_from_records(
         name,
         [rec for _, rec in numbered],

@@ -94,6 +94,54 @@ def _check_gold(name: str, where: str, field_name: str, value: Any) -> None:
         raise ValueError(f"benchmark {name!r}: {where}: empty gold answer ({field_name} is {value!r})")
 
 
+def _record_row(name: str, where: str, i: int, n_rows: int, rec: Mapping[str, Any]) -> tuple[dict[str, Any], Any, bool]:
+    """(uniform row, duplicate key, whether the schema is a tiled one) of one record.
+
+    Raises:
+        ValueError: an empty gold answer, an `alt_answers` that is not a list, an empty problem, or a
+            record of no known schema; TypeError, AttributeError, ...: a field of the wrong type.
+    """
+    tiled = True
+    if "id" in rec and "problem" in rec and "answer" in rec:  # uniform schema
+        _check_gold(name, where, "answer", rec["answer"])
+        row = dict(rec)
+        alts = row.get("alt_answers")
+        if isinstance(alts, (str, bytes, Mapping)):
+            # list("12") would accept "1" and "2" as answers
+            raise ValueError(f"benchmark {name!r}: {where}: alt_answers must be a list, got {alts!r:.60}")
+        row["alt_answers"] = [] if alts is None else _as_list(alts)  # parquet gives a numpy array
+        for j, alt in enumerate(row["alt_answers"]):
+            _check_gold(name, where, f"alt_answers[{j}]", alt)
+        if "answer_upstream" in row:
+            _check_gold(name, where, "answer_upstream", row["answer_upstream"])
+        problem = row["problem"]
+        row["problem"] = strip_instruction(problem)
+        key, tiled = str(row["id"]), False
+    elif "prompt" in rec and "reward_model" in rec:  # released verl schema, tiled copies
+        prompt = _as_list(rec["prompt"])
+        user = [m["content"] for m in prompt if m.get("role") == "user"]
+        index = (rec.get("extra_info") or {}).get("index", i)
+        truth = (rec["reward_model"] or {}).get("ground_truth")
+        _check_gold(name, where, "reward_model.ground_truth", truth)
+        problem = user[-1] if user else None
+        row = _row(name, i, problem, truth, index)
+        row["index"] = int(index)
+        key = row["index"]
+    elif "question" in rec and "answer" in rec:  # flat released schema (AIME 2025)
+        _check_gold(name, where, "answer", rec["answer"])
+        key = problem = rec["question"]
+        row = _row(name, n_rows, problem, rec["answer"])
+    elif "problem" in rec and "answer" in rec:
+        _check_gold(name, where, "answer", rec["answer"])
+        key = problem = rec["problem"]
+        row = _row(name, n_rows, problem, rec["answer"])
+    else:
+        raise ValueError(f"benchmark {name!r}: {where}: a record of no known schema (fields {sorted(rec)[:8]})")
+    if not isinstance(problem, str) or not problem.strip():  # a null problem was posed as the text "None"
+        raise ValueError(f"benchmark {name!r}: {where}: the problem statement is empty or not text ({problem!r:.60})")
+    return row, key, tiled
+
+
 def rows_from_records(
     name: str,
     records: Iterable[Mapping[str, Any]],
@@ -120,41 +168,22 @@ def rows_from_records(
     duplicates: list[str] = []
     for i, rec in enumerate(records):
         where = locations[i] if locations is not None else f"record {i}"
-        tiled = True
-        if "id" in rec and "problem" in rec and "answer" in rec:  # uniform schema
-            _check_gold(name, where, "answer", rec["answer"])
-            row = dict(rec)
-            row.setdefault("alt_answers", [])
-            row["alt_answers"] = list(row["alt_answers"] or [])
-            for j, alt in enumerate(row["alt_answers"]):
-                _check_gold(name, where, f"alt_answers[{j}]", alt)
-            if "answer_upstream" in row:
-                _check_gold(name, where, "answer_upstream", row["answer_upstream"])
-            row["problem"] = strip_instruction(row["problem"])
-            key, tiled = str(row["id"]), False
-        elif "prompt" in rec and "reward_model" in rec:  # released verl schema, tiled copies
-            prompt = _as_list(rec["prompt"])
-            user = [m["content"] for m in prompt if m.get("role") == "user"]
-            index = (rec.get("extra_info") or {}).get("index", i)
-            truth = (rec["reward_model"] or {}).get("ground_truth")
-            _check_gold(name, where, "reward_model.ground_truth", truth)
-            row = _row(name, i, user[-1] if user else "", truth, index)
-            row["index"] = int(index)
-            key = row["index"]
-        elif "question" in rec and "answer" in rec:  # flat released schema (AIME 2025)
-            _check_gold(name, where, "answer", rec["answer"])
-            key = rec["question"]
-            row = _row(name, len(rows), rec["question"], rec["answer"])
-        elif "problem" in rec and "answer" in rec:
-            _check_gold(name, where, "answer", rec["answer"])
-            key = rec["problem"]
-            row = _row(name, len(rows), rec["problem"], rec["answer"])
-        else:
-            raise ValueError(f"benchmark {name!r}: {where}: a record of no known schema (fields {sorted(rec)[:8]})")
+        try:
+            row, key, tiled = _record_row(name, where, i, len(rows), rec)
+            hash(key)
+        except (TypeError, AttributeError, KeyError, ValueError) as error:
+            if str(error).startswith(f"benchmark {name!r}: "):
+                raise
+            # A field of the wrong type (`extra_info.index: "abc"`, `reward_model: "5"`, a list as `question`).
+            raise ValueError(
+                f"benchmark {name!r}: {where}: a malformed record ({type(error).__name__}: {error})"
+            ) from None
         if key in first_at:
             first_where, first_row = first_at[key]
-            same = {k: v for k, v in row.items() if k != "id"} == {k: v for k, v in first_row.items() if k != "id"}
-            if tiled and same:
+            same = tiled and {k: v for k, v in row.items() if k != "id"} == {
+                k: v for k, v in first_row.items() if k != "id"
+            }
+            if same:
                 continue  # a tiled copy of the released file
             what = f"id {row['id']!r}" if not tiled else f"problem {key!r:.60} (another answer or statement)"
             message = f"{where}: duplicate {what}, first at {first_where}"
