@@ -45,6 +45,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.checkpoint_manifest import (
+    BEST_RECORD,
+    MANIFEST_FORMAT,
+    MANIFEST_MARK,
     RESUME_KEYS,
     CheckpointCorruptError,
     check_checkpoint,
@@ -149,7 +152,7 @@ def save_checkpoint(
         partial.mkdir()
         for name, policy in policies.items():
             policy.save(str((partial / name).resolve()))
-        (partial / "loop_state.json").write_text(json.dumps(loop_state, indent=1))
+        (partial / "loop_state.json").write_text(json.dumps({**loop_state, MANIFEST_MARK: MANIFEST_FORMAT}, indent=1))
         torch.save(capture_rng(), partial / "rng.pt")
         (partial / "config.yaml").write_text(OmegaConf.to_yaml(config, resolve=True))
         write_manifest(partial)  # last: sizes and SHA-256 of every file, all fsynced
@@ -385,9 +388,6 @@ def resume_step(cfg: DictConfig) -> int:
     return int(latest.name.rsplit("_", 1)[1]) if latest is not None else 0
 
 
-BEST_RECORD = "cpmobius_best.json"
-
-
 def save_best_policy(folder: str | os.PathLike, policy: TrainedPolicy, score: float, step: int) -> Path:
     """Save ``policy`` as the best one so far, with its score inside the folder, atomically.
 
@@ -404,7 +404,9 @@ def save_best_policy(folder: str | os.PathLike, policy: TrainedPolicy, score: fl
     if partial.exists():
         shutil.rmtree(partial)
     policy.save(str(partial.resolve()))
-    _atomic_write_text(partial / BEST_RECORD, json.dumps({"score": score, "step": step}))
+    _atomic_write_text(
+        partial / BEST_RECORD, json.dumps({"score": score, "step": step, MANIFEST_MARK: MANIFEST_FORMAT})
+    )
     write_manifest(partial)
     if folder.exists():
         if previous.exists():
@@ -426,7 +428,10 @@ def read_best_record(folder: str | os.PathLike) -> Optional[dict]:
     if not folder.is_dir() and previous.is_dir():
         os.replace(previous, folder)
     record = folder / BEST_RECORD
-    return json.loads(record.read_text()) if record.is_file() else None
+    if not record.is_file():
+        return None
+    saved = json.loads(record.read_text())
+    return {"score": saved["score"], "step": saved["step"]}
 
 
 def load_checkpoint(path: str | os.PathLike, policies: dict[str, TrainedPolicy]) -> dict:

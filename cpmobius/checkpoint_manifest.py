@@ -30,6 +30,11 @@ from typing import Optional
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = 1
+# The key a checkpoint's own record (``loop_state.json``, the best-Player record) carries once the folder was
+# written with a manifest: a manifest deleted afterwards makes the folder broken, not unchecked.
+MANIFEST_MARK = "manifest_format"
+BEST_RECORD = "cpmobius_best.json"  # the best-Player copy's score and step (`cpmobius.checkpoint.save_best_policy`)
+MARKED_RECORDS = ("loop_state.json", BEST_RECORD)
 CHUNK_BYTES = 8 << 20  # 8 MiB reads: 1.3-1.4 GB/s; 64 MiB ones measured slower (0.9 GB/s), and take more memory
 
 
@@ -123,7 +128,7 @@ def verify_checkpoint(folder: str | os.PathLike) -> Optional[str]:
     Returns:
         None when every listed file is there with its size and hash and no other file is; else one line
         naming the first file that differs and how. A folder without a manifest returns None (unchecked:
-        `read_manifest` tells the two apart).
+        `read_manifest` tells the two apart), unless its record says it was written with one.
     """
     folder = Path(folder)
     try:
@@ -131,7 +136,7 @@ def verify_checkpoint(folder: str | os.PathLike) -> Optional[str]:
     except ValueError as error:
         return str(error)
     if manifest is None:
-        return None
+        return _missing_manifest(folder)
     files = manifest["files"]
     for name, entry in files.items():
         path = folder / name
@@ -151,6 +156,18 @@ def verify_checkpoint(folder: str | os.PathLike) -> Optional[str]:
     for name, digest in zip(names, digests):
         if digest != files[name]["sha256"]:
             return f"{folder / name} does not match its SHA-256 in the manifest (its bytes changed)"
+    return None
+
+
+def _missing_manifest(folder: Path) -> Optional[str]:
+    """One line when a record of ``folder`` says it was written with a manifest (now missing), else None."""
+    for name in MARKED_RECORDS:
+        try:
+            record = json.loads((folder / name).read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(record, dict) and MANIFEST_MARK in record:
+            return f"{folder / MANIFEST_FILE} is missing, though {folder / name} says the folder was written with one"
     return None
 
 

@@ -203,11 +203,29 @@ def test_load_checkpoint_refuses_a_broken_folder_before_any_policy_loads(tmp_pat
     assert coach.loads == [] and player.loads == []
 
 
+def as_written_before_manifests(folder):
+    """A checkpoint as earlier versions wrote it: no manifest, and no mark of one in its loop state."""
+    (folder / MANIFEST_FILE).unlink()
+    state = json.loads((folder / "loop_state.json").read_text())
+    state.pop("manifest_format")
+    (folder / "loop_state.json").write_text(json.dumps(state))
+    return folder
+
+
 def test_a_checkpoint_from_before_manifests_resumes_with_a_one_line_warning(tmp_path):
-    (save(tmp_path, 1) / MANIFEST_FILE).unlink()
+    as_written_before_manifests(save(tmp_path, 1))
     lines = []
     assert checkpoint.check_resume(run_cfg(tmp_path), lines.append) == 1
     assert len(lines) == 1 and "no manifest" in lines[0] and "cannot be checked" in lines[0]
+
+
+def test_a_deleted_manifest_is_a_broken_checkpoint_not_an_old_one(tmp_path):
+    """Deleting manifest.json (to slip a file past the check) does not make a checkpoint pass as unchecked."""
+    save(tmp_path, 1)
+    (save(tmp_path, 2) / MANIFEST_FILE).unlink()
+    lines = []
+    assert checkpoint.check_resume(run_cfg(tmp_path), lines.append) == 1  # back to the intact step 1
+    assert any("manifest.json is missing" in line and "global_step_2" in line for line in lines)
 
 
 def test_a_weights_only_resume_says_the_optimizers_restart(tmp_path):
