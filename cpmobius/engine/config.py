@@ -28,6 +28,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.naming import POLICY_NAME_KEY, validate_policy_name
+from cpmobius.engine.run_name import register_run_name
 from cpmobius.engine.value_ranges import field_type_problem, range_problem, run_value_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -66,6 +67,7 @@ class VerlConfigSearchPath(SearchPathPlugin):
 
 
 Plugins.instance().register(VerlConfigSearchPath)  # for compose_config and the driver's @hydra.main alike
+register_run_name()  # trainer.experiment_name's ${run_name:...}, for the same two
 
 
 def compose_config(overrides: Optional[list[str]] = None, config_name: str = CONFIG_NAME) -> DictConfig:
