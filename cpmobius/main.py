@@ -195,7 +195,7 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
         return None
     check_this_machine(str(cfg.backend.platform))  # a too-old NVIDIA driver for torch's CUDA build: one line
     configs = build_policy_configs(cfg)
-    check_kernel_packages(configs)  # Liger, which verl would import only inside a worker's model build
+    check_kernel_packages(cfg, configs)  # Liger, which verl would import only inside a worker's model build
     print(check_checkpoint_space(cfg, configs), flush=True)  # before any model loads
     if (weights_only := describe_optimizer_resume(cfg, configs)) is not None:  # a weights-only checkpoint
         print(weights_only, flush=True)

@@ -238,7 +238,9 @@ class ValidationSettings:
         _require(
             not (self.greedy and self.samples_per_problem > 1),
             "validation.samples_per_problem",
-            "greedy decoding gives identical samples: use 1, or set validation.greedy=false",
+            "greedy decoding gives identical samples: use 1, or set validation.greedy=false"
+            # the expected accuracy logs a greedy pass beside it: sampling needs the decoded metric too
+            + (" validation.metric=greedy" if self.metric == "expected" else ""),
         )
         _require(self.size is None or self.size >= 1, "validation.size", "must be >= 1 or null")
         _require_choice(self.metric, VALIDATION_METRICS, "validation.metric")
@@ -247,7 +249,7 @@ class ValidationSettings:
             "validation.metric",
             "expected needs a set whose correct responses are known token for token (validation.dataset=toy), "
             f"got validation.dataset={self.dataset!r} (the toy default measures expected accuracy: add "
-            "validation.metric=greedy to validate on another set)",
+            "validation.metric=greedy coach.world_problems_only=false to validate on another set)",
         )
         _require(
             self.metric != "expected" or self.greedy,
@@ -436,7 +438,7 @@ def load_settings(cfg: DictConfig) -> Settings:
         not settings.coach.world_problems_only or settings.validation.dataset == "toy",
         "coach.world_problems_only",
         "needs a world that defines its problems (validation.dataset=toy), "
-        f"got validation.dataset={settings.validation.dataset!r}",
+        f"got validation.dataset={settings.validation.dataset!r}: set coach.world_problems_only=false",
     )
     low, high = settings.filter.count_band(settings.player.n)
     _require(

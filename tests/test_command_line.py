@@ -53,7 +53,10 @@ def test_unknown_key_names_it_and_the_nearest_valid_one(override, named, nearest
     with pytest.raises(ConfigError) as error:
         check_override_keys([override])
     message = str(error.value)
-    assert message == f"{named}: unknown key (did you mean {nearest}?)"
+    assert message.startswith(f"{named}: unknown key (did you mean ")
+    # the whole override, as it must be typed: ++ for a verl key the delta does not list
+    typed = "" if "{" in override else f"={override.split('=', 1)[1]}"  # a dict's key: named, not typed
+    assert message.endswith(f"{nearest}{typed}?)")
 
 
 @pytest.mark.parametrize(
@@ -169,7 +172,7 @@ def test_misspelt_key_exits_2_with_one_line_before_anything_starts(tmp_path, arg
     out = tmp_path / "run"
     done = run_main(f"trainer.default_local_dir={out}", *args, cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stderr.strip() == "config error: filtr.quota: unknown key (did you mean filter.quota?)"
+    assert done.stderr.strip() == "config error: filtr.quota: unknown key (did you mean filter.quota=4?)"
     assert not out.exists()  # no Hydra folder, no toy models, no Ray
 
 
@@ -199,3 +202,48 @@ def test_cfg_job_prints_the_config_with_valid_verl_keys_set():
     assert done.returncode == 0, done.stderr[-2000:]
     cfg = OmegaConf.create(done.stdout)
     assert cfg.player.verl.actor.optim.lr == pytest.approx(1e-5) and cfg.player.verl.rollout.top_k == 5
+
+
+# --------------------------------------------------------------------------- hints that work as printed
+
+# Each command line is refused with a hint; the hint's override(s), typed as printed (in place of the refused
+# override, or beside the command line), make the same command line valid.
+HINTED = [
+    ("filtr.quota=4", "did you mean ", "instead"),
+    ("+filtr.quota=4", "did you mean ", "instead"),
+    ("player.verl.rollout.topk=5", "did you mean ", "instead"),  # a verl key the Player's delta lacks: ++
+    ("player.verl.rollout.top_k=5", "add it with ++: ", "instead"),  # Hydra's bare "Could not override" before
+    ("player.verl.model.use_liger=false", "add it with ++: ", "instead"),
+    ("+filter.quota=4", "without +: ", "instead"),  # Hydra's "Could not append ... already at" before
+    ("validation.samples_per_problem=4", "or set ", "beside"),  # the toy's expected accuracy needs greedy
+    ("validation.dataset=amc", "add ", "beside"),  # likewise, and the toy Coach's world-only check
+    ("method=rent warmup.enabled=true", "set ", "beside"),
+]
+
+
+def printed_fix(message: str, marker: str) -> list[str]:
+    """The override(s) a one-line hint prints after ``marker``: ``key=value`` words up to the first other word."""
+    fixes = []
+    for word in message.split(marker, 1)[1].replace("?)", " ").split():
+        if "=" not in word:
+            break
+        fixes.append(word.rstrip(")"))
+    assert fixes, message
+    return fixes
+
+
+@pytest.mark.parametrize(("typed", "marker", "where"), HINTED)
+def test_a_hint_followed_as_printed_makes_the_command_line_valid(capsys, typed, marker, where):
+    from cpmobius.main import print_validated_config
+
+    args = typed.split()
+    assert print_validated_config(["--cfg", "job", *args]) == 2
+    message = capsys.readouterr().err.strip()
+    assert message.startswith("config error: ") and "\n" not in message
+    fixes = printed_fix(message, marker)
+    if where == "instead":
+        args = []
+    else:  # a later override of the same key wins, as on the command line
+        keys = {fix.lstrip("+").split("=")[0] for fix in fixes}
+        args = [arg for arg in args if arg.lstrip("+").split("=")[0] not in keys]
+    assert print_validated_config(["--cfg", "job", *args, *fixes]) == 0, capsys.readouterr().err

@@ -278,13 +278,23 @@ def test_a_gpu_preset_without_liger_installed_is_refused_at_a_runs_start(tmp_pat
 
     monkeypatch.setattr(engine_config.importlib.util, "find_spec", installed("triton"))
     with pytest.raises(ConfigError, match=r"coach\.verl\.model\.use_liger: .* need liger_kernel, not installed"):
-        check_kernel_packages(configs)
+        check_kernel_packages(cfg, configs)
     monkeypatch.setattr(engine_config.importlib.util, "find_spec", installed())
-    with pytest.raises(ConfigError, match=r"need liger_kernel and triton, not installed .* on CPU set it false"):
-        check_kernel_packages(configs)
+    with pytest.raises(ConfigError, match=r"need liger_kernel and triton, not installed") as refused:
+        check_kernel_packages(cfg, configs)
     monkeypatch.setattr(engine_config.importlib.util, "find_spec", installed("liger_kernel", "triton"))
-    check_kernel_packages(configs)  # both installed: accepted
+    check_kernel_packages(cfg, configs)  # both installed: accepted
     monkeypatch.setattr(engine_config.importlib.util, "find_spec", installed())
-    check_kernel_packages(
-        build_policy_configs(qwen_cfg(path, f"backend={backend}", "actor_rollout_ref.model.use_liger=false"))
+    # the printed overrides, typed as printed, compose (no Hydra "Could not override") and turn Liger off
+    fixes = str(refused.value).rsplit("without them pass ", 1)[1].rstrip(")").split()
+    assert fixes == ["actor_rollout_ref.model.use_liger=false"]  # the key the GPU backends set, for both policies
+    fixed = qwen_cfg(path, f"backend={backend}", *fixes)
+    check_kernel_packages(fixed, build_policy_configs(fixed))
+    # a policy's own delta that turns Liger on is named as that key, beside the shared one
+    own = qwen_cfg(path, f"backend={backend}", "++player.verl.model.use_liger=true", *fixes)
+    with pytest.raises(ConfigError, match=r"without them pass player\.verl\.model\.use_liger=false\)$"):
+        check_kernel_packages(own, build_policy_configs(own))
+    fixed = qwen_cfg(
+        path, f"backend={backend}", "++player.verl.model.use_liger=true", *fixes, "player.verl.model.use_liger=false"
     )
+    check_kernel_packages(fixed, build_policy_configs(fixed))

@@ -18,19 +18,20 @@ REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
-def run_main(out_dir: Path, model_cache: Path, *overrides: str) -> subprocess.CompletedProcess:
+def run_main(out_dir: Path | None, model_cache: Path, *overrides: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """A toy run in ``out_dir``, or (None) in the folder the run names itself under ``cwd``."""
+    folders = [f"trainer.default_local_dir={out_dir}", "hydra.run.dir=" + str(out_dir / "hydra")] if out_dir else []
     command = [
         sys.executable,
         "-m",
         "cpmobius.main",
         f"model.cache_dir={model_cache}",
-        f"trainer.default_local_dir={out_dir}",
-        "hydra.run.dir=" + str(out_dir / "hydra"),
+        *folders,
         "validation.size=8",
         "method.prompts_per_step=4",
         *overrides,
     ]
-    done = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(command, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -62,15 +63,27 @@ def test_ttrl_runs_in_the_toy_world_and_logs_its_reward_and_accuracy_every_step(
     assert not (out / "global_step_2" / "coach").exists()
 
 
-def test_rent_resumed_after_a_checkpoint_ends_where_an_uninterrupted_run_does(tmp_path, model_cache):
+def test_rent_after_the_default_run_is_its_own_run_and_resumed_ends_where_an_uninterrupted_run_does(
+    tmp_path, model_cache
+):
+    """The README's order in one folder: the default run, then ``method=rent``, which runs RENT in its own
+    folder (``outputs/cpmobius/default_rent``) instead of finding the default's checkpoints; then that RENT
+    run, stopped after step 2 and resumed, ends as an uninterrupted one."""
     import torch
 
-    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    default = run_main(None, model_cache, "warmup.enabled=false", "trainer.total_training_steps=1", cwd=clone)
+    assert sorted(table_rows(default.stdout)) == [0, 1] and "reward" not in table_rows(default.stdout)[1]
+    straight, stopped = tmp_path / "straight", clone / "outputs" / "cpmobius" / "default_rent"
     done = run_main(straight, model_cache, "method=rent", "trainer.total_training_steps=3")
     rows = table_rows(done.stdout)
     assert all(float(rows[step]["reward"]) < 0 for step in (1, 2, 3))  # minus an entropy
-    run_main(stopped, model_cache, "method=rent", "trainer.total_training_steps=2")
-    resumed = run_main(stopped, model_cache, "method=rent", "trainer.total_training_steps=3")
+    first = run_main(None, model_cache, "method=rent", "trainer.total_training_steps=2", cwd=clone)
+    assert "resumed from" not in first.stdout and "already at step" not in first.stdout
+    assert all(float(table_rows(first.stdout)[step]["reward"]) < 0 for step in (1, 2))  # RENT's rows
+    assert (stopped / "global_step_2").is_dir() and not (clone / "outputs/cpmobius/default/global_step_2").exists()
+    resumed = run_main(None, model_cache, "method=rent", "trainer.total_training_steps=3", cwd=clone)
     assert "resumed from" in resumed.stdout and "at step 2" in resumed.stdout
     timings = ("rollout_s", "update_s", "val_s", "step_s")
     assert {k: v for k, v in table_rows(resumed.stdout)[3].items() if k not in timings} == {

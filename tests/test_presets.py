@@ -82,3 +82,32 @@ def test_the_gpu_backends_use_liger_and_the_cpu_backend_does_not(backend):
     for name in ("coach", "player"):
         assert policy_config(compose_config([f"backend={backend}"]), name).actor_rollout_ref.model.use_liger, name
         assert not policy_config(compose_config(["backend=cpu"]), name).actor_rollout_ref.model.use_liger, name
+
+
+# --------------------------------------------------------------------------- run folders
+
+
+@pytest.mark.parametrize(
+    ("overrides", "folder"),
+    [
+        ([], "outputs/cpmobius/default"),  # the README's and docs' folder of the default run
+        (["method=rent"], "outputs/cpmobius/default_rent"),
+        (["method=ttrl"], "outputs/cpmobius/default_ttrl"),
+        (["method=rzero"], "outputs/cpmobius/default_rzero"),
+        (["method=cpmobius"], "outputs/cpmobius/default"),
+        (["experiment=paper_qwen_1p5b"], "outputs/cpmobius/paper_qwen_1p5b"),
+        (["experiment=paper_qwen_1p5b", "method=rent"], "outputs/cpmobius/paper_qwen_1p5b_rent"),
+        (["experiment=released_qwen_7b_instruct"], "outputs/cpmobius/released_qwen_7b_instruct"),
+        (["experiment=toy_gentle", "seed=2"], "outputs/cpmobius/toy_gentle_seed2"),
+        (["seed=3", "method=ttrl"], "outputs/cpmobius/default_ttrl_seed3"),
+        (["model=qwen2p5_coder_0p5b"], "outputs/cpmobius/qwen2p5_coder_0p5b"),  # never the toy run's folder
+        # the user's own name or folder wins whole
+        (["method=rent", "trainer.experiment_name=quota4"], "outputs/cpmobius/quota4"),
+        (["method=rent", "trainer.default_local_dir=runs/mine"], "runs/mine"),
+    ],
+)
+def test_a_run_is_foldered_by_what_makes_it_another_run(overrides, folder):
+    cfg = compose_config(overrides)
+    assert cfg.trainer.default_local_dir == folder
+    if folder.startswith("outputs/"):
+        assert cfg.trainer.experiment_name == folder.rsplit("/", 1)[1]  # the logger's run name is the folder's

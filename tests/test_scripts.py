@@ -37,6 +37,7 @@ def test_script_prints_a_resolved_validated_config(script, experiment):
     assert done.returncode == 0, done.stderr[-2000:]
     cfg = OmegaConf.create(done.stdout)
     assert cfg.trainer.experiment_name == experiment
+    assert cfg.trainer.default_local_dir == f"checkpoints/{experiment}"  # each script its own folder
     assert cfg.actor_rollout_ref.rollout.name == "vllm" and cfg.trainer.n_gpus_per_node == 8
     assert "${" not in done.stdout  # fully resolved
     prompt, response = cfg.data.max_prompt_length, cfg.data.max_response_length
@@ -75,3 +76,20 @@ def test_rzero_script_runs_the_released_schedule_and_sizes_without_a_warm_up():
     assert (method.solver_questions, method.solver_votes, method.prompts_per_step) == (8000, 9, 512)
     assert method.challenger_format == "tags" and cfg.player.n == 5 and not cfg.warmup.enabled
     assert cfg.data.max_response_length == 3072 and cfg.trainer.total_training_steps == 60  # 3 iterations of 20
+
+
+def test_the_launcher_folders_a_method_on_a_preset_apart_and_ckpt_dir_wins():
+    from omegaconf import OmegaConf
+
+    done = run_script("launch.sh", "paper_qwen_1p5b", "method=rent", "--cfg", "job")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert OmegaConf.create(done.stdout).trainer.default_local_dir == "checkpoints/paper_qwen_1p5b_rent"
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "train_qwen_1p5b_rent.sh"), "--cfg", "job"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**ENV, "CKPT_DIR": "checkpoints/mine"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert OmegaConf.create(done.stdout).trainer.default_local_dir == "checkpoints/mine"

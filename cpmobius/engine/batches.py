@@ -95,7 +95,7 @@ def sampling_used(output: Any, name: str) -> dict[str, float]:
         if values is None:
             raise RuntimeError(
                 f"{name}: the agent loop reported no sampling values; "
-                f"set rollout.agent.default_agent_loop={AGENT_LOOP_NAME}"
+                f"set actor_rollout_ref.rollout.agent.default_agent_loop={AGENT_LOOP_NAME}"
             )
         distinct = {float(v) for v in values}
         if len(distinct) != 1:

@@ -28,6 +28,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.naming import POLICY_NAME_KEY, validate_policy_name
+from cpmobius.engine.run_name import register_run_name
 from cpmobius.engine.value_ranges import field_type_problem, range_problem, run_value_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -38,6 +39,7 @@ MAIN_CONFIG = OmegaConf.load(CONFIG_DIR / f"{CONFIG_NAME}.yaml")
 POLICY_NAMES = ("coach", "player")
 EXTERNAL_MODULE = "cpmobius.engine.extensions"
 # trainer.logger backends every verl 0.9.1 `Tracking` knows (tests/test_cli_help.py checks them against it).
+SHARED_LIGER_KEY = "actor_rollout_ref.model.use_liger"  # the GPU backends set it (configs/cuda_fast_path.yaml)
 COMMON_LOGGERS = frozenset({"console", "file", "tensorboard", "wandb"})
 
 
@@ -66,6 +68,7 @@ class VerlConfigSearchPath(SearchPathPlugin):
 
 
 Plugins.instance().register(VerlConfigSearchPath)  # for compose_config and the driver's @hydra.main alike
+register_run_name()  # trainer.experiment_name's ${run_name:...}, for the same two
 
 
 def compose_config(overrides: Optional[list[str]] = None, config_name: str = CONFIG_NAME) -> DictConfig:
@@ -325,22 +328,31 @@ def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:
         raise ConfigError(f"{prefix}.rollout.tensor_model_parallel_size: rollout.name=hf needs parallel sizes of 1")
 
 
-def check_kernel_packages(configs: dict[str, DictConfig]) -> None:
+def check_kernel_packages(cfg: DictConfig, configs: dict[str, DictConfig]) -> None:
     """Check that the packages the policies' model kernels import are installed on this machine: verl
     imports Liger (``model.use_liger``) only inside a worker's model build, minutes into a run. Called at a
     run's start, not when a config is composed (``--cfg job`` on a login node without the GPU stack works).
 
+    Args:
+        cfg: the composed main config (which key turns Liger on: a policy's delta or the shared one).
+        configs: the policies' verl configs (`build_policy_configs`).
+
     Raises:
-        ConfigError: naming the key and the missing packages.
+        ConfigError: naming the key, the missing packages and the overrides that turn Liger off, as typed.
     """
-    for name, pcfg in configs.items():
-        if pcfg.actor_rollout_ref.model.get("use_liger", False):
-            missing = [package for package in ("liger_kernel", "triton") if importlib.util.find_spec(package) is None]
-            if missing:
-                raise ConfigError(
-                    f"{name}.verl.model.use_liger: Liger's kernels need {' and '.join(missing)}, not installed "
-                    "here (`pip install -e '.[gpu]'` brings both on a CUDA machine; on CPU set it false)"
-                )
+    missing = [package for package in ("liger_kernel", "triton") if importlib.util.find_spec(package) is None]
+    using = [name for name, pcfg in configs.items() if pcfg.actor_rollout_ref.model.get("use_liger", False)]
+    if not missing or not using:
+        return
+    fixes = []
+    for name in using:  # a policy's delta that sets it wins over the shared actor_rollout_ref key
+        delta = OmegaConf.select(cfg, f"{name}.verl.model")
+        key = f"{name}.verl.model.use_liger" if delta is not None and "use_liger" in delta else SHARED_LIGER_KEY
+        fixes += [] if f"{key}=false" in fixes else [f"{key}=false"]
+    raise ConfigError(
+        f"{using[0]}.verl.model.use_liger: Liger's kernels need {' and '.join(missing)}, not installed here "
+        f"(`pip install -e '.[gpu]'` brings both on a CUDA machine; without them pass {' '.join(fixes)})"
+    )
 
 
 def build_policy_configs(cfg: DictConfig) -> dict[str, DictConfig]:

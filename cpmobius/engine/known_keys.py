@@ -18,7 +18,7 @@ import difflib
 import functools
 from typing import Any, Callable, Optional
 
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from cpmobius.engine.config import CONFIG_DIR, ConfigError
 
@@ -121,11 +121,13 @@ def _nearest(name: str, candidates: list[str]) -> Optional[str]:
     return match[0] if match else None
 
 
-def find_unknown_key(reference: DictConfig, key: str) -> Optional[str]:
+def find_unknown_key(reference: DictConfig, key: str, typed: Optional[str] = None) -> Optional[str]:
     """Why ``key`` (a dotted path) is not a key of ``reference``, or None when it is.
 
     A key under ``coach.verl`` / ``player.verl`` is looked up there first, then under
-    ``actor_rollout_ref``. Returns a one-line reason naming the key and the nearest valid one.
+    ``actor_rollout_ref``. Returns a one-line reason naming the key and the nearest valid one; with ``typed``
+    (the value as typed on the command line) the nearest one is the whole override that works
+    (`override_as_typed`: ``did you mean filter.quota=4?``).
     """
     parts = key.split(".")
     root, prefix = reference, []
@@ -136,7 +138,12 @@ def find_unknown_key(reference: DictConfig, key: str) -> Optional[str]:
     if failure is None:
         return None
     depth, siblings = failure
-    return unknown_key_message(key, prefix + parts, len(prefix) + depth, siblings)
+    path = prefix + parts
+    near = _nearest(path[len(prefix) + depth], siblings)
+    if typed is not None and near is not None:
+        fixed = ".".join(path[: len(prefix) + depth] + [near] + path[len(prefix) + depth + 1 :])
+        return f"{key}: unknown key (did you mean {override_as_typed(reference, fixed, typed)}?)"
+    return unknown_key_message(key, path, len(prefix) + depth, siblings)
 
 
 def unknown_key_message(key: str, path: list[str], depth: int, siblings: list[str]) -> str:
@@ -204,9 +211,19 @@ def check_override_keys(overrides: list[str], compose: Optional[Callable[[list[s
     for override in keys:
         value = override.value() if not override.is_sweep_override() else None
         for key in _leaf_keys(override.key_or_group, value):
-            reason = find_unknown_key(reference, key)
+            typed = override.input_line.split("=", 1)[1] if key == override.key_or_group else None
+            reason = find_unknown_key(reference, key, typed)
             if reason is not None:
                 raise ConfigError(reason)
+
+
+def override_as_typed(reference: DictConfig, key: str, value: str) -> str:
+    """The override that sets ``key`` to ``value`` (as typed) on this command line: ``key=value`` when the
+    composed config has the key, else ``++key=value`` (a verl key a policy delta does not list; Hydra rejects
+    it without ``+`` and ``+`` alone where the key exists)."""
+    missing = object()
+    found = OmegaConf.select(reference, key, default=missing, throw_on_resolution_failure=False)
+    return f"{key}={value}" if found is not missing else f"++{key}={value}"
 
 
 def compose_reference(group_overrides: list[str], compose: Callable[[list[str]], DictConfig]) -> DictConfig:
@@ -236,4 +253,10 @@ def describe_hydra_error(error: BaseException, overrides: list[str]) -> str:
             hint = f"did you mean {near}? " if near else ""
             return f"{override.key_or_group}={value}: no such option ({hint}options: {', '.join(options)})"
     first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
+    for override in parse_overrides(overrides):
+        key, typed = override.key_or_group, override.input_line.partition("=")[2]
+        if f"Could not override '{key}'" in first:  # a valid key (verl's) the composed tree does not list
+            return f"{key}: not in the composed config; add it with ++: ++{key}={typed}"
+        if f"An item is already at '{key}'" in first:  # `+key=...` for a key that exists
+            return f"{key}: already in the config, so set it without +: {key}={typed}"
     return first
