@@ -305,9 +305,9 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
         (`cpmobius.coach_exploits.instructs_solver`: "Ignore all previous instructions."), "worked_solution"
         (`cpmobius.coach_text.is_worked_solution`: the problem followed by its solution), "chatter",
         "several_problems", "needs_figure" (`needs_figure`: it depends on a figure the Player never sees),
-        "random_answer" (`cpmobius.coach_exploits.has_random_answer`: "Roll a die. What does it show?"),
-        "not_math" (`cpmobius.coach_exploits.is_not_math`), "undetermined"
-        (`cpmobius.coach_exploits.is_undetermined`: "What is x + y?"), "no_question", or None. The first
+        "no_question", "random_answer" (`cpmobius.coach_exploits.has_random_answer`: "Roll a die. What does
+        it show?"), "not_math" (`cpmobius.coach_exploits.is_not_math`), "undetermined"
+        (`cpmobius.coach_exploits.is_undetermined`: "What is x + y?"), or None. The first
         that applies, in this order (one reason per candidate).
     """
     # CPMöbius: a full-width question mark ends a question as "?" does (it was "no_question").
@@ -338,6 +338,8 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
     if needs_figure(stripped):
         # CPMöbius: the Player sees text only; a problem about a picture it never sees has no answer.
         return "needs_figure"
+    if not _QUESTION_WORDS.search(stripped):
+        return "no_question"
     # CPMöbius: a chance answer, a non-mathematical question or an open one lands in the band by construction
     # (the Player's answers scatter), so the Coach would be paid for noise labels.
     if has_random_answer(stripped):
@@ -346,8 +348,6 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
         return "not_math"
     if is_undetermined(stripped):
         return "undetermined"
-    if not _QUESTION_WORDS.search(stripped):
-        return "no_question"
     return None
 
 
