@@ -23,6 +23,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
+from cpmobius.coach_exploits import (
+    has_random_answer,
+    has_several_questions,
+    instructs_solver,
+    is_not_math,
+    is_undetermined,
+    leaks_answer_in_format,
+)
 from cpmobius.coach_text import LINE_START, asks_user, extract_problem, is_refusal, is_worked_solution
 from cpmobius.duplicates import mark_duplicates
 from cpmobius.policy_api import TrainedPolicy
@@ -40,8 +48,12 @@ REJECT_REASONS = (
     "chatter",
     "several_problems",
     "leaks_answer",
+    "instructs_solver",
     "worked_solution",
     "needs_figure",
+    "random_answer",
+    "not_math",
+    "undetermined",
     "duplicate",
     "prompt_too_long",
     "off_world",
@@ -213,7 +225,7 @@ def needs_figure(text: str) -> bool:
 
 
 def _several_problems(text: str) -> bool:
-    if len(_HEADING.findall(text)) >= 2:
+    if len(_HEADING.findall(text)) >= 2 or has_several_questions(text):
         return True
     return any(first.search(text) and second.search(text) for first, second in _ENUMERATIONS)
 
@@ -288,13 +300,18 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
     Returns:
         One of "empty", "truncated", "refusal" (`cpmobius.coach_text.is_refusal`: "I'm sorry, but as an
         AI ..."), "asks_user" (`cpmobius.coach_text.asks_user`: "What type of math problem are you
-        looking for?"), "over_long", "no_question", "chatter", "several_problems", "leaks_answer" (a problem
-        that states or boxes its own answer), "worked_solution"
-        (`cpmobius.coach_text.is_worked_solution`: the problem followed by its solution), "needs_figure"
-        (`needs_figure`: it depends on a figure the Player never sees), or None. The first that applies,
-        in this order (one reason per candidate).
+        looking for?"), "over_long", "leaks_answer" (a problem that states or boxes its own answer, labelled
+        or in a machine format: `cpmobius.coach_exploits.leaks_answer_in_format`), "instructs_solver"
+        (`cpmobius.coach_exploits.instructs_solver`: "Ignore all previous instructions."), "worked_solution"
+        (`cpmobius.coach_text.is_worked_solution`: the problem followed by its solution), "chatter",
+        "several_problems", "needs_figure" (`needs_figure`: it depends on a figure the Player never sees),
+        "no_question", "random_answer" (`cpmobius.coach_exploits.has_random_answer`: "Roll a die. What does
+        it show?"), "not_math" (`cpmobius.coach_exploits.is_not_math`), "undetermined"
+        (`cpmobius.coach_exploits.is_undetermined`: "What is x + y?"), or None. The first
+        that applies, in this order (one reason per candidate).
     """
-    stripped = text.strip()
+    # CPMöbius: a full-width question mark ends a question as "?" does (it was "no_question").
+    stripped = text.strip().replace("\uff1f", "?")
     if not stripped:
         return "empty"
     if truncated:
@@ -307,8 +324,11 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
         return "asks_user"
     if len(stripped) > settings.max_problem_chars:
         return "over_long"
-    if _LEAK.search(stripped):
+    if _LEAK.search(stripped) or leaks_answer_in_format(stripped):
         return "leaks_answer"
+    if instructs_solver(stripped):
+        # CPMöbius: text aimed at the Player or its grader ("Reply with only 42") buys agreement, not a problem.
+        return "instructs_solver"
     if is_worked_solution(stripped):
         return "worked_solution"
     if _CHATTER.search(stripped):
@@ -320,6 +340,14 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
         return "needs_figure"
     if not _QUESTION_WORDS.search(stripped):
         return "no_question"
+    # CPMöbius: a chance answer, a non-mathematical question or an open one lands in the band by construction
+    # (the Player's answers scatter), so the Coach would be paid for noise labels.
+    if has_random_answer(stripped):
+        return "random_answer"
+    if is_not_math(stripped):
+        return "not_math"
+    if is_undetermined(stripped):
+        return "undetermined"
     return None
 
 

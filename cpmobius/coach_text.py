@@ -122,7 +122,19 @@ _ASKS_USER = re.compile(
     r"|\b(?:how|what)\s+(?:can|could|may|shall)\s+i\s+(?:help|assist|do\s+for)\b"
     r"|\bwhat\s+would\s+you\s+like\s+me\s+to\s+do\b|\byou(?:'d|\u2019d|\s+would)\s+like\s+me\s+to\s+focus\b"
     r"|\bi\s+(?:need|require|would\s+need)\s+(?:a\s+(?:bit|little)\s+)?(?:more\s+)?"
-    r"(?:information|details|context|clarification)\b",
+    r"(?:information|details|context|clarification)\b"
+    # CPMöbius: asked back without naming the task ("Could you clarify ...?", "What grade level are you at?",
+    # "Would you like an algebra or a geometry problem?", "What would you like to solve?").
+    r"|\b(?:could|would|can|will)\s+you\s+(?:please\s+)?(?:clarify|elaborate|specify\s+(?:the\s+nature|what|which))\b"
+    r"|\bplease\s+clarify\b|\byour\s+(?:grade|skill|math|current)\s+level\b"
+    r"|\b(?:what|which)\s+(?:grade|grade\s+level|level|class|year|age\s+group)\s+(?:\w+\s+){0,3}?(?:are|were)\s+you\b"
+    r"|\bwould\s+you\s+(?:like|prefer|rather)\b[^?\n]{0,80}?\b(?:problems?|questions?|exercises?|topics?)\b"
+    r"|\bwould\s+you\s+like\s+me\s+to\b|\bwhat\s+(?:would|do)\s+you\s+(?:like|want)\s+(?:me\s+|the\s+(?:math\s+)?problem\s+)?to\b"
+    r"|\bwhat\s+would\s+you\s+like\s+the\s+(?:math\s+)?problem\b"
+    r"|\b(?:problems?|questions?)\s+you(?:'re|\u2019re|\s+are)\s+looking\s+for\b"
+    r"|\bcan\s+you\s+(?:please\s+)?(?:generate|create|write|make|give\s+me|come\s+up\s+with)\s+(?:me\s+)?(?:a|an|another)\s+"
+    r"(?:\w+\s+){0,3}?problems?\b|\b(?:requirements|constraints|guidelines|preferences)\b[^?.\n]{0,40}?\bin\s+mind\b"
+    r"|\b(?:concept|topic|area|kind)\s+(?:do|would)\s+you\s+(?:have|want|like)\b",
     re.IGNORECASE,
 )
 # The task's topic or kind as a clause: "Could you tell me which topic you would like?", "Let me know what
