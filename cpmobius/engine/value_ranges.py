@@ -32,7 +32,7 @@ def _off_or_positive(value: Any) -> bool:
 # Ranges of verl keys each policy passes to its actor and rollout, which verl's dataclasses leave unchecked.
 # Paths are under ``actor_rollout_ref``; types are checked first, against verl's dataclasses (`field_type_problem`).
 POLICY_RANGES: tuple[tuple[str, Any, str], ...] = (
-    ("actor.optim.lr", lambda v: v > 0, "must be > 0"),
+    ("actor.optim.lr", lambda v: v >= 0, "must be >= 0 (0 trains nothing: a frozen policy)"),
     ("actor.optim.weight_decay", lambda v: v >= 0, "must be >= 0"),
     (
         "actor.optim.betas",
