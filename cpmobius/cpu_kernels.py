@@ -1,19 +1,39 @@
-"""Which CPU kernels this machine's torch runs: what a CPU run's exact figures depend on.
+"""Which CPU kernels this machine's torch runs, and the portable ones a CPU run holds them to.
 
-Two runs of the embedded default with the same seed, code and package versions give the same table on
-machines whose torch picks the same kernels, and different figures elsewhere (the README says how much): torch
-chooses its vectorised kernels by the CPU's instruction set (AVX2, AVX-512, ...), MKL its matrix products by
-the CPU's vendor and instruction set, and both sum in an order that depends on the thread count. Measured on
-2026-12-05: the same commit, seed and packages gave step-0 validation accuracy 0.330 on an AMD EPYC with
-AVX-512 and 0.326 on the same machine with torch held to AVX2 (``ATEN_CPU_CAPABILITY=avx2``).
+A CPU run's exact figures depend on the kernels that compute them: torch chooses its vectorised kernels by the
+CPU's instruction set (AVX2, AVX-512, ...), MKL its matrix products by the CPU's vendor and instruction set, and
+both sum in orders that differ between those choices. Measured on an Intel Xeon (2 cores): pretraining the toy
+Coach gave other weights under each of torch's AVX-512, AVX2 and default kernels and each of MKL's automatic,
+AVX2 and SSE2 (``MKL_CBWR=COMPATIBLE``) paths, and the README's earlier table, made on an AMD EPYC, differed
+from the Xeon's from step 0 on.
 
-`cpu_kernels()` names those choices in one line; the default run prints it first, and the README's table says
+CPMöbius: a CPU run (``backend.portable_kernels``, on in ``backend=cpu``) holds every process of the run (the
+driver, the pretraining, Ray's workers, the warm-up's torchrun) to `PORTABLE_KERNELS`: torch's ``default``
+kernels, which every x86-64 CPU runs, and MKL's ``COMPATIBLE`` branch (SSE2 without the approximate
+``rcpps``/``rsqrtps``), the one fixed branch Intel's oneMKL documents for non-Intel CPUs as well as its own.
+Both are read from the environment when torch and MKL first compute, so `hold_portable_kernels` must run
+before the process computes anything (the children inherit them). On the Xeon these gave one set of weights
+under every torch capability and MKL instruction limit tried (tests/test_cpu_kernels.py); that an AMD CPU
+gives the same is Intel's documentation, not a measurement.
+
+`cpu_kernels()` names the kernels in one line; the default run prints it first, and the README's table says
 which line made it.
 """
 
 from __future__ import annotations
 
+import os
 import platform
+from typing import Mapping
+
+# torch reads ATEN_CPU_CAPABILITY when it first dispatches a kernel, MKL reads MKL_CBWR when it is first called.
+PORTABLE_KERNELS = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
+
+
+def hold_portable_kernels(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> dict[str, str]:
+    """Set `PORTABLE_KERNELS` in ``environ`` (replacing any value there); returns what was set."""
+    environ.update(PORTABLE_KERNELS)
+    return dict(PORTABLE_KERNELS)
 
 
 def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str:
@@ -30,18 +50,30 @@ def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str:
     return platform.processor() or "unknown"
 
 
-def cpu_kernels() -> str:
+def cpu_kernels(environ: Mapping[str, str] = os.environ) -> str:
     """One line naming what decides a CPU run's exact figures, e.g.
-    ``x86_64 AuthenticAMD, torch 2.13.0+cpu kernels AVX512, BLAS mkl, 2 threads``.
+    ``x86_64 GenuineIntel, torch 2.13.0+cpu kernels DEFAULT, BLAS mkl COMPATIBLE, 2 threads``.
 
-    The parts: the machine's architecture and CPU vendor (MKL's dispatch), torch's version and the
-    instruction set of the kernels it chose (``torch.backends.cpu.get_cpu_capability()``; set by the
-    ``ATEN_CPU_CAPABILITY`` environment variable), its BLAS, and its intra-op thread count.
+    The parts: the machine's architecture and CPU vendor, torch's version and the instruction set of the
+    kernels it chose (``torch.backends.cpu.get_cpu_capability()``; set by ``ATEN_CPU_CAPABILITY``), its BLAS
+    with MKL's code branch (``MKL_CBWR``; ``auto`` when unset: by vendor and instruction set), and its
+    intra-op thread count. `numerics_of` drops what the portable kernels make irrelevant.
     """
     import torch
 
-    blas = "mkl" if torch.backends.mkl.is_available() else "other"
+    blas = f"mkl {environ.get('MKL_CBWR') or 'auto'}" if torch.backends.mkl.is_available() else "other"
     return (
         f"{platform.machine()} {cpu_vendor()}, torch {torch.__version__} kernels "
         f"{torch.backends.cpu.get_cpu_capability()}, BLAS {blas}, {torch.get_num_threads()} threads"
     )
+
+
+def numerics_of(line: str) -> str:
+    """A `cpu_kernels` line without the vendor and the driver's thread count when it names the portable
+    kernels (torch's DEFAULT, MKL's COMPATIBLE: the same figures on any x86-64 CPU, vendor and core count
+    aside); the whole line otherwise."""
+    machine, _, rest = line.partition(", ")
+    parts = rest.split(", ")
+    if "kernels DEFAULT" in rest and "BLAS mkl COMPATIBLE" in parts and machine.startswith("x86_64 "):
+        return ", ".join(["x86_64", *parts[:-1]])
+    return line
