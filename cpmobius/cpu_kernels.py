@@ -36,6 +36,12 @@ def hold_portable_kernels(environ: "os._Environ[str] | dict[str, str]" = os.envi
     return dict(PORTABLE_KERNELS)
 
 
+def kernel_settings(environ: Mapping[str, str] = os.environ) -> dict[str, "str | None"]:
+    """The values of `PORTABLE_KERNELS`' variables in ``environ`` (None when unset): part of the toy cache's
+    keys, so that models or a warm-up made on other kernels are never reused."""
+    return {name: environ.get(name) for name in PORTABLE_KERNELS}
+
+
 def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str:
     """The CPU's vendor id as the kernel reports it (``GenuineIntel``, ``AuthenticAMD``), else the machine's
     processor string (macOS, Windows), else ``unknown``."""

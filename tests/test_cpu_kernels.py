@@ -13,6 +13,7 @@ import torch
 
 from cpmobius.cpu_kernels import PORTABLE_KERNELS, cpu_kernels, cpu_vendor, hold_portable_kernels, numerics_of
 from cpmobius.engine.config import compose_config, worker_env_vars
+from cpmobius.toy.world import PretrainSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -110,3 +111,14 @@ def test_the_toy_models_get_the_same_weights_whichever_kernels_this_cpu_offers(t
     ]
     if native[1]["kernels"] != "DEFAULT":  # this CPU has vector kernels: they sum in another order
         assert native[0]["weights"] != native[1]["weights"], native
+
+
+def test_models_pretrained_on_other_kernels_are_not_reused(monkeypatch):
+    from cpmobius.toy.cache import _toy_record
+
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    portable = _toy_record("Write a problem.", None, PretrainSpec())
+    assert portable["kernels"] == PORTABLE_KERNELS
+    monkeypatch.delenv("MKL_CBWR")
+    assert _toy_record("Write a problem.", None, PretrainSpec()) != portable
