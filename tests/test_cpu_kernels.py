@@ -36,9 +36,14 @@ def test_the_line_names_torch_its_kernels_mkls_branch_and_threads(monkeypatch):
 
 
 def test_the_numerics_of_a_line_drop_vendor_and_threads_only_for_the_portable_kernels():
-    amd = "x86_64 AuthenticAMD, torch 2.13.0+cpu kernels DEFAULT, BLAS mkl COMPATIBLE, 16 threads"
+    amd = "x86_64 AuthenticAMD, torch 2.13.0+cpu kernels DEFAULT, BLAS mkl COMPATIBLE, 2 threads"
     intel = "x86_64 GenuineIntel, torch 2.13.0+cpu kernels DEFAULT, BLAS mkl COMPATIBLE, 2 threads"
-    assert numerics_of(amd) == numerics_of(intel) == "x86_64, torch 2.13.0+cpu kernels DEFAULT, BLAS mkl COMPATIBLE"
+    assert (
+        numerics_of(amd)
+        == numerics_of(intel)
+        == "x86_64, torch 2.13.0+cpu kernels DEFAULT, BLAS mkl COMPATIBLE, 2 threads"
+    )
+    assert numerics_of(amd.replace(" 2 threads", " 16 threads")) == amd.replace(" 2 threads", " 16 threads")
     native = "x86_64 GenuineIntel, torch 2.13.0+cpu kernels AVX512, BLAS mkl auto, 2 threads"
     assert numerics_of(native) == native and numerics_of(native.replace("Genuine", "x")) != numerics_of(native)
     arm = "arm64 Apple, torch 2.13.0 kernels DEFAULT, BLAS other, 8 threads"
@@ -47,10 +52,11 @@ def test_the_numerics_of_a_line_drop_vendor_and_threads_only_for_the_portable_ke
 
 def test_a_cpu_run_holds_every_process_to_the_portable_kernels_and_a_gpu_run_does_not():
     cpu = worker_env_vars(compose_config([]))  # Ray's workers and the warm-up's torchrun get these
-    assert {k: cpu[k] for k in PORTABLE_KERNELS} == {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
+    expected = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "2"}
+    assert {k: cpu[k] for k in PORTABLE_KERNELS} == expected
     assert not PORTABLE_KERNELS.keys() & worker_env_vars(compose_config(["backend=vllm"])).keys()
     assert not PORTABLE_KERNELS.keys() & worker_env_vars(compose_config(["backend.portable_kernels=false"])).keys()
-    environ = {"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": "AVX2"}  # the user's own choice is replaced
+    environ = {"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": "AVX2", "OMP_NUM_THREADS": "16"}  # the user's: replaced
     assert hold_portable_kernels(environ) == environ == PORTABLE_KERNELS
 
 
@@ -80,12 +86,16 @@ print(json.dumps({"weights": digest, "kernels": torch.backends.cpu.get_cpu_capab
 OTHER_CPUS = {
     "torch AVX-512": {"ATEN_CPU_CAPABILITY": "avx512"},
     "torch AVX2, MKL AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
-    "torch default, MKL_CBWR=AVX2": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2"},
+    "torch default, MKL_CBWR=AVX2, 16 threads": {
+        "ATEN_CPU_CAPABILITY": "default",
+        "MKL_CBWR": "AVX2",
+        "OMP_NUM_THREADS": "16",
+    },
 }
 
 
 def _pretrain(folder: Path, env: dict[str, str], *overrides: str) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ATEN_", "MKL_", "CPMOBIUS_"))}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ATEN_", "MKL_", "OMP_", "CPMOBIUS_"))}
     out = subprocess.run(
         [sys.executable, "-c", PRETRAIN, str(folder), *overrides],
         env={**clean, **env, "PYTHONPATH": str(REPO)},
@@ -118,6 +128,8 @@ def test_models_pretrained_on_other_kernels_are_not_reused(monkeypatch):
 
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    portable = _toy_record("Write a problem.", None, PretrainSpec())
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
     portable = _toy_record("Write a problem.", None, PretrainSpec())
     assert portable["kernels"] == PORTABLE_KERNELS
     monkeypatch.delenv("MKL_CBWR")
