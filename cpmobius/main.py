@@ -166,6 +166,16 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None, config
     )
 
 
+def hold_kernels(cfg: DictConfig) -> None:
+    """On a CPU run (``backend.portable_kernels``) hold this process and every one it starts to the portable
+    kernels (`cpmobius.cpu_kernels.PORTABLE_KERNELS`). torch and MKL read them when they first compute, so
+    this comes before anything computes or imports verl; the line `run` prints shows which kernels it got."""
+    if cfg.backend.get("portable_kernels", False):
+        from cpmobius.cpu_kernels import hold_portable_kernels
+
+        hold_portable_kernels()
+
+
 def run(cfg: DictConfig, settings: Any = None) -> Any:
     """`build_loop`, then `fit`. Returns the final `LoopState` (None when there was nothing to do).
 
@@ -184,6 +194,7 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     from cpmobius.engine.gpu_driver import check_this_machine
 
     settings = settings if settings is not None else load_settings(cfg)
+    hold_kernels(cfg)  # for callers of `run` other than `main`
     done = check_resume(cfg)  # checked against its manifest; a broken one falls back to the newest intact one
     if done >= int(cfg.trainer.total_training_steps):
         print(
@@ -295,6 +306,7 @@ def main(cfg: DictConfig) -> None:
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
+    hold_kernels(cfg)  # before verl's import computes its first tensor
     from cpmobius.checkpoint import CheckpointCorruptError, CheckpointSaveError, describe_full_disk
     from cpmobius.checkpoint_space import DiskSpaceError
     from cpmobius.engine.gpu_driver import GpuDriverError

@@ -370,7 +370,8 @@ def build_policy_configs(cfg: DictConfig) -> dict[str, DictConfig]:
 
 
 def worker_env_vars(cfg: DictConfig) -> dict[str, str]:
-    """Environment every Ray worker needs: our verl extensions, the platform, quiet tokenizers."""
+    """Environment every Ray worker needs: our verl extensions, the platform, quiet tokenizers, and on a
+    CPU run (``backend.portable_kernels``) the kernels that give the same figures on any x86-64 CPU."""
     env = {
         "VERL_USE_EXTERNAL_MODULES": EXTERNAL_MODULE,
         "TOKENIZERS_PARALLELISM": "false",
@@ -388,6 +389,10 @@ def worker_env_vars(cfg: DictConfig) -> dict[str, str]:
     if platform:
         env["VERL_PLATFORM"] = str(platform)
     env.update(determinism_env_vars(cfg))
+    if cfg.backend.get("portable_kernels", False):
+        from cpmobius.cpu_kernels import PORTABLE_KERNELS
+
+        env.update(PORTABLE_KERNELS)  # CPMöbius: one set of figures on any x86-64 CPU (cpmobius/cpu_kernels.py)
     return env
 
 

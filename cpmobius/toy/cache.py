@@ -17,6 +17,7 @@ from typing import Callable, Optional
 
 import torch
 
+from cpmobius.cpu_kernels import kernel_settings
 from cpmobius.toy.tiny_models import TINY_SPEC, build_char_tokenizer, build_tiny_qwen2
 from cpmobius.toy.world import PretrainSpec, coach_sampler, coach_warmup_messages, player_sampler, pretrain
 
@@ -58,12 +59,13 @@ def source_digest(source: str) -> str:
 
 def _toy_record(coach_instruction: str, tiny_spec: Optional[dict[str, int]], pretrain_spec: PretrainSpec) -> dict:
     """What a cached toy model folder must have been built from (its ``cpmobius_toy.json``): the model
-    sizes, the pretraining spec (seed included), the Coach instruction and the code version."""
+    sizes, the pretraining spec (seed included), the Coach instruction, the code version and the CPU kernels."""
     record = {
         "tiny_spec": dict(tiny_spec or TINY_SPEC),
         "pretrain": asdict(pretrain_spec),
         "instruction": coach_instruction,
         "code": code_version(),
+        "kernels": kernel_settings(),  # the pretraining processes' kernels (`cpmobius.cpu_kernels`)
     }
     return json.loads(json.dumps(record))  # as read back from the marker file (tuples become lists)
 

@@ -192,7 +192,8 @@ _LOCATION_KEYS = ("model.path=", "data.train_files=", "trainer.default_local_dir
 def warmup_record(cfg: Any, data: Path) -> dict:
     """What a finished warm-up was made from (the key of ``warmup.cache_dir``): verl's SFT overrides
     (`sft_overrides`, less the paths), the sha256 of every file of the Coach's start folder and of the
-    data, the device count and the versions of verl, torch and transformers.
+    data, the device count, the versions of verl, torch and transformers and the CPU kernels
+    (`cpmobius.cpu_kernels.kernel_settings`).
 
     Reading a 1.5B Coach's 3 GB of weights takes some seconds; runs without ``warmup.cache_dir`` never do.
     """
@@ -201,6 +202,8 @@ def warmup_record(cfg: Any, data: Path) -> dict:
     import torch
     import transformers
     import verl
+
+    from cpmobius.cpu_kernels import kernel_settings
 
     def sha256(path: Path) -> str:
         digest = hashlib.sha256()
@@ -216,6 +219,7 @@ def warmup_record(cfg: Any, data: Path) -> dict:
         "coach": {p.name: sha256(p) for p in sorted(coach.iterdir()) if p.is_file()},
         "data": sha256(data),
         "versions": {"verl": verl.__version__, "torch": torch.__version__, "transformers": transformers.__version__},
+        "kernels": kernel_settings({**os.environ, **worker_env_vars(cfg)}),  # what torchrun's processes compute on
     }
 
 
