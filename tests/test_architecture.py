@@ -23,10 +23,10 @@ MAX_LINES = 450
 # What each room may import of cpmobius besides itself (its `__init__` docstring says the same).
 ROOM_IMPORTS = {
     "grading": {"jsonl"},  # its CLI reads JSON lines with cpmobius.jsonl
-    "toy": set(),
+    "toy": {"cpu_kernels"},  # cpu_kernels: a leaf (standard library only), the CPU run's kernel settings
     "eval": {"grading", "jsonl", "prompts"},
-    "engine": {"prompts"},
-    "warmup": {"engine", "coach", "prompts", "settings", "jsonl"},
+    "engine": {"prompts", "cpu_kernels"},
+    "warmup": {"engine", "coach", "prompts", "settings", "jsonl", "cpu_kernels"},
     "models": set(),
     "baselines": set(),  # the baselines' rewards: numpy, torch, nltk, scikit-learn only
 }

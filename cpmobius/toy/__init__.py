@@ -9,6 +9,7 @@ CI) shrinks the models and the task, never the method:
 - `tiny_models`: a random-initialised tiny Qwen2 and a byte-level tokenizer with Qwen2.5's special
   tokens and chat template, written in the HF layout verl loads with ``model.path``.
 
-What it may import of cpmobius: nothing outside `cpmobius.toy` (torch, transformers and the
-standard library only), so the method's stages and the tests can use it without a cycle.
+What it may import of cpmobius: nothing outside `cpmobius.toy` but `cpmobius.cpu_kernels` (a leaf: the
+CPU run's kernel settings, which name the toy cache), so the method's stages and the tests can use it
+without a cycle.
 """
