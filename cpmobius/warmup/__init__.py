@@ -12,6 +12,6 @@ What it holds:
 
 What it may import of cpmobius: `cpmobius.engine` (config, stop tokens, the CPU platform),
 `cpmobius.coach` (the Coach-output validator it teaches to pass), `cpmobius.prompts`,
-`cpmobius.settings`, `cpmobius.jsonl` and `cpmobius.cpu_kernels`; never `loop` or `main` (the driver imports the warm-up,
-not the reverse). This ``__init__`` imports nothing.
+`cpmobius.settings`, `cpmobius.jsonl` and `cpmobius.cpu_kernels`; never `loop` or `main` (the driver
+imports the warm-up, not the reverse). This ``__init__`` imports nothing.
 """
