@@ -81,8 +81,8 @@ print(json.dumps({"weights": digest, "kernels": torch.backends.cpu.get_cpu_capab
 """
 
 # What another CPU would choose, emulated on this one: torch's kernels for AVX-512, AVX2 or none (an AVX2-only
-# CPU, an old one), MKL's instructions limited to AVX2 (the path MKL's automatic dispatch takes on a CPU
-# without AVX-512, AMD's included) and a user's own MKL branch.
+# CPU, an old one), MKL's instructions limited to AVX2 (a stand-in for the path MKL's automatic dispatch takes on
+# a CPU without AVX-512 or of another vendor), a user's own MKL branch and a machine's many cores.
 OTHER_CPUS = {
     "torch AVX-512": {"ATEN_CPU_CAPABILITY": "avx512"},
     "torch AVX2, MKL AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},

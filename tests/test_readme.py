@@ -16,7 +16,7 @@ line before the block:
 Every other ```bash block runs, each with ``bash -e`` in the copy's root, with the current
 interpreter's ``python`` first on PATH (no reinstall; ``PYTHONPATH`` is the copy, so the copy's code
 is what runs, Ray workers and torchrun included). Output blocks are fenced as ```text. The default
-run (``python -m cpmobius.main``, in the README) is one of the blocks: about 3 to 4 minutes on 2 cores, most
+run (``python -m cpmobius.main``, in the README) is one of the blocks: about 6 to 7 minutes on 2 cores, most
 of this file's time; it stays the only long one (a block that takes tens of seconds or more is marked skip,
 with the reason, unless it ran before this rule). Test ids name the page and the block's line, e.g.
 ``docs/evaluation.md:L140``. The README is the front door: at most ``README_MAX_LINES`` lines, its details
