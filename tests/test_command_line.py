@@ -64,7 +64,7 @@ def test_unknown_key_names_it_and_the_nearest_valid_one(override, named, nearest
 )
 def test_a_misspelt_key_in_a_config_file_reads_as_on_the_command_line(section, typo):
     """A preset YAML (composed, never typed) with a misspelt method key fails in `load_settings` with the
-    same line `check_override_keys` gives for the command line."""
+    line `check_override_keys` gives for the command line, naming the key alone: a file's value is not typed."""
     from omegaconf import OmegaConf, open_dict
 
     from cpmobius.engine.config import compose_config
@@ -81,7 +81,7 @@ def test_a_misspelt_key_in_a_config_file_reads_as_on_the_command_line(section, t
             OmegaConf.update(cfg, f"{section}.{typo}", 1, force_add=True)
     with pytest.raises(ConfigError) as composed:
         load_settings(cfg)
-    assert str(composed.value) == str(typed.value)
+    assert str(composed.value) == str(typed.value).replace("=1?)", "?)")  # the command line's adds the value
 
 
 @pytest.mark.parametrize(
