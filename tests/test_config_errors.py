@@ -4,6 +4,7 @@ the model preparation replaced by failures; about 1-2 s a case on 2 cores, 0.5-1
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -25,6 +26,10 @@ def run_cli(argv: list[str], monkeypatch) -> int:
     monkeypatch.setattr(cpmobius.main, "prepare_models", _must_not_run)
     monkeypatch.setattr(cpmobius.main, "build_loop", _must_not_run)
     cwd, sigterm = os.getcwd(), signal.getsignal(signal.SIGTERM)  # cli installs its own SIGTERM handler
+    # Hydra configures logging for its task: handlers on this test's captured streams, which later tests'
+    # log records would hit once pytest has closed them ("--- Logging error ---" in their stderr).
+    loggers = [logging.getLogger()] + [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)]
+    saved = {logger: (logger.handlers[:], logger.level, logger.propagate) for logger in loggers}
     try:
         return cpmobius.main.cli(argv)
     except SystemExit as stop:
@@ -32,6 +37,12 @@ def run_cli(argv: list[str], monkeypatch) -> int:
     finally:
         os.chdir(cwd)
         signal.signal(signal.SIGTERM, sigterm)
+        for name in list(logging.root.manager.loggerDict):
+            logger = logging.getLogger(name)
+            handlers, level, propagate = saved.get(logger, ([], logging.NOTSET, True))
+            logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+        root = logging.getLogger()
+        root.handlers[:], root.level = saved[root][0], saved[root][1]
 
 
 # Through the command line: values that were accepted, or failed only inside a Ray worker, and the run folders.
