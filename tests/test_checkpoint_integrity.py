@@ -134,12 +134,18 @@ CORRUPTIONS = {
 }
 
 
-@pytest.mark.parametrize("kind", CORRUPTIONS)
-def test_a_broken_latest_checkpoint_is_named_in_one_line_and_the_run_resumes_one_step_back(tmp_path, kind):
+def resume_past_a_broken_step_2(tmp_path, corrupt) -> list[str]:
+    """Checkpoints of steps 1 and 2, step 2 damaged by ``corrupt``: the resume goes back to step 1; its lines."""
     save(tmp_path, 1), save(tmp_path, 2)
-    CORRUPTIONS[kind](tmp_path / "global_step_2")
+    corrupt(tmp_path / "global_step_2")
     lines = []
     assert checkpoint.check_resume(run_cfg(tmp_path), lines.append) == 1
+    return lines
+
+
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+def test_a_broken_latest_checkpoint_is_named_in_one_line_and_the_run_resumes_one_step_back(tmp_path, kind):
+    lines = resume_past_a_broken_step_2(tmp_path, CORRUPTIONS[kind])
     broken = [line for line in lines if "broken" in line]
     assert len(broken) == 1 and "global_step_2" in broken[0] and "\n" not in broken[0], lines
     assert lines[-1] == "[cpmobius] resuming from step 1, the newest intact checkpoint"
@@ -315,10 +321,7 @@ LINKED_OR_HIDDEN = {
 
 @pytest.mark.parametrize("kind", LINKED_OR_HIDDEN)
 def test_files_behind_links_or_named_like_the_manifest_are_checked_too(tmp_path, kind):
-    save(tmp_path, 1), save(tmp_path, 2)
-    LINKED_OR_HIDDEN[kind](tmp_path / "global_step_2")
-    lines = []
-    assert checkpoint.check_resume(run_cfg(tmp_path), lines.append) == 1
+    lines = resume_past_a_broken_step_2(tmp_path, LINKED_OR_HIDDEN[kind])
     assert len(lines) == 2 and "checkpoint of step 2 is broken" in lines[0], lines
 
 
