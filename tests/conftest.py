@@ -79,7 +79,10 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory) -> Path:
-    """A per-session cache folder for locally built tiny models."""
+    """A per-session cache folder for locally built tiny models, shared by the runs of the default toy world
+    (seed 0). A run asking for other pretraining settings replaces the models of its folder, so each other
+    setting takes a subfolder of its own (``model_cache / "fast_toy"``): alternating settings in one folder
+    pretrained the default world three times over in one run of the suite."""
     return tmp_path_factory.mktemp("cpmobius_models")
 
 

@@ -35,7 +35,7 @@ def test_bench_measures_the_yardstick_and_each_phase(tmp_path, model_cache):
             "--yardstick-steps",
             "2",
             "--checkpoint",
-            f"model.cache_dir={model_cache}",
+            f"model.cache_dir={model_cache / 'fast_toy_native_kernels'}",
             *FAST_TOY,
         ],
         capture_output=True,

@@ -29,7 +29,7 @@ def command(out_dir: Path, model_cache: Path) -> list[str]:
         "cpmobius.main",
         f"trainer.default_local_dir={out_dir}",
         f"hydra.run.dir={out_dir / 'hydra'}",
-        f"model.cache_dir={model_cache}",
+        f"model.cache_dir={model_cache / 'short_pretraining'}",
         "model.pretrain.player_steps=20",
         "model.pretrain.coach_steps=20",
         "warmup.enabled=false",

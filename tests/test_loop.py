@@ -50,7 +50,7 @@ def loop(tmp_path_factory, model_cache):
 
     cfg = compose_config(
         [
-            f"model.cache_dir={model_cache}",
+            f"model.cache_dir={model_cache / 'fast_toy'}",
             f"trainer.default_local_dir={tmp_path_factory.mktemp('run')}",
             *FAST_TOY,
             "actor_rollout_ref.actor.optim.lr=1e-2",  # large steps: greedy validation accuracy moves

@@ -53,7 +53,7 @@ def test_multinode_two_steps_with_both_policies_spread_over_both_nodes(two_node_
 
     cfg = compose_config(
         [
-            f"model.cache_dir={model_cache}",
+            f"model.cache_dir={model_cache / 'fast_toy'}",
             f"trainer.default_local_dir={tmp_path}",
             *FAST_TOY,
             "trainer.nnodes=2",

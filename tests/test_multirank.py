@@ -28,12 +28,12 @@ FAST_TOY = [
 ]
 
 
-def compose(out_dir: Path, model_cache: Path):
+def compose(out_dir: Path, cache_dir: Path):
     from cpmobius.engine.config import compose_config
 
     return compose_config(
         [
-            f"model.cache_dir={model_cache}",
+            f"model.cache_dir={cache_dir}",
             f"trainer.default_local_dir={out_dir}",
             *FAST_TOY,
             f"trainer.n_gpus_per_node={RANKS}",
@@ -54,7 +54,7 @@ def run(tmp_path_factory, model_cache):
     from cpmobius.main import build_loop
 
     out = tmp_path_factory.mktemp("two_ranks")
-    loop = build_loop(compose(out, model_cache))
+    loop = build_loop(compose(out, model_cache / "fast_toy"))
     loop.fit()
     yield loop, out
     ray.shutdown()
