@@ -250,7 +250,7 @@ def describe_hydra_error(error: BaseException, overrides: list[str]) -> str:
         if options is not None and f"'{override.key_or_group}/" in text:
             value = override.value()
             near = _nearest(str(value), options)
-            hint = f"did you mean {near}? " if near else ""
+            hint = f"did you mean {override.key_or_group}={near}? " if near else ""  # the override to type
             return f"{override.key_or_group}={value}: no such option ({hint}options: {', '.join(options)})"
     first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
     for override in parse_overrides(overrides):

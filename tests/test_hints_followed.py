@@ -1,0 +1,183 @@
+"""Every hint the training command prints works when followed as printed.
+
+Each test makes the program print its hint (a refused command line, a start-up stop, the line of a failed save or
+an interrupt), takes the overrides or the command out of that very text, applies them to the same command line,
+and checks that the command line is then accepted (the checks of ``python -m cpmobius.main --cfg job``, in-process)
+and that what the hint says changes did change. The hints of a misspelt key, a key to add with ``++`` and a key to
+set without ``+`` are followed in `test_command_line`; those of the evaluation and model tools and of the install
+script in `test_hints_followed_tools`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from cpmobius.engine.config import ConfigError, build_policy_configs, check_kernel_packages, compose_config
+from cpmobius.main import print_validated_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def validated(capsys, args: list[str]) -> tuple[int, str, str]:
+    """``python -m cpmobius.main --cfg job ARGS`` in-process: (exit code, the resolved config, the error line)."""
+    code = print_validated_config(["--cfg", "job", *args])
+    out, err = capsys.readouterr()
+    return code, out, err.strip()
+
+
+def printed_fix(message: str, marker: str) -> list[str]:
+    """The override(s) a one-line hint prints after ``marker``: the ``key=value`` words up to the first other word,
+    without the sentence's punctuation after them."""
+    fixes = []
+    for word in message.split(marker, 1)[1].split():
+        if "=" not in word:
+            break
+        fixes.append(word.rstrip("?),;"))
+    assert fixes, message
+    return fixes
+
+
+def launch_command_line(tmp_path: Path, script: str, *args: str) -> list[str]:
+    """The overrides a launch script hands ``python -m cpmobius.main``, read off a stub ``python`` in front of PATH."""
+    stub = tmp_path / "bin" / "python"
+    stub.parent.mkdir(exist_ok=True)
+    stub.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n')
+    stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stub.parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(REPO / "scripts" / script), *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    argv = done.stdout.splitlines()
+    assert argv[:2] == ["-m", "cpmobius.main"], argv
+    return argv[2:]
+
+
+# --------------------------------------------------------------------------- refused command lines
+
+# (command line, what the hint's override(s) follow in the message, instead of the refused override or beside it)
+REFUSED = [
+    ("validation.samples_per_problem=4", "or set ", "beside"),
+    ("validation.greedy=false", "set ", "beside"),  # the toy's expected accuracy logs a greedy pass
+    ("validation.metric=greedy validation.dataset=amc", "set ", "beside"),  # the toy Coach proposes world problems
+    ("method=rent method.last_fraction=0.5", "exactly when ", "beside"),
+    ("backend=cpux", "did you mean ", "instead"),  # a group option that does not exist
+    ("trainer.logger=console", "e.g. ", "instead"),
+]
+
+
+@pytest.mark.parametrize(("typed", "marker", "where"), REFUSED)
+def test_a_refused_command_line_is_accepted_with_the_printed_overrides_and_they_take_effect(
+    capsys, typed, marker, where
+):
+    args = typed.split()
+    code, _, message = validated(capsys, args)
+    assert code == 2 and message.startswith("config error: ") and "\n" not in message, message
+    fixes = printed_fix(message, marker)
+    keys = {fix.lstrip("+").split("=")[0] for fix in fixes}
+    kept = [] if where == "instead" else [arg for arg in args if arg.lstrip("+").split("=")[0] not in keys]
+    code, resolved, error = validated(capsys, [*kept, *fixes])
+    assert code == 0, error
+    cfg = OmegaConf.create(resolved)
+    for fix in fixes:
+        key, value = fix.lstrip("+").split("=", 1)
+        if key == "backend":  # a group option: its platform
+            assert cfg.backend.platform == value, fix
+        else:
+            found = OmegaConf.select(cfg, key)
+            assert (OmegaConf.to_object(found) if OmegaConf.is_config(found) else found) == yaml.safe_load(value)
+
+
+def test_use_1_names_the_refused_key_and_makes_the_command_line_valid(capsys):
+    """``validation.samples_per_problem: ... use 1, or set ...``: the first way out is the refused key set to 1."""
+    code, _, message = validated(capsys, ["validation.samples_per_problem=4"])
+    key, value = re.fullmatch(r"config error: ([\w.]+): .*: use (\S+), or set .*", message).groups()
+    code, resolved, error = validated(capsys, [f"{key}={value}"])
+    assert code == 0, error
+    assert OmegaConf.create(resolved).validation.samples_per_problem == 1
+
+
+def test_set_it_in_its_range_when_the_window_asks_for_it(capsys):
+    """``method.last_fraction: set it (in (0, 1]) exactly when method.entropy_window=last_fraction``: the key the
+    line names, set to a value of the printed range, is accepted."""
+    code, _, message = validated(capsys, ["method=rent", "method.entropy_window=last_fraction"])
+    key, low, high = re.fullmatch(
+        r"config error: ([\w.]+): set it \(in \((\d+), (\d+)\]\) exactly when .*", message
+    ).groups()
+    for value in (high, (float(low) + float(high)) / 2):
+        code, resolved, error = validated(
+            capsys, ["method=rent", "method.entropy_window=last_fraction", f"{key}={value}"]
+        )
+        assert code == 0, error
+        assert OmegaConf.select(OmegaConf.create(resolved), key) == float(value)
+
+
+def test_a_misspelt_key_inside_a_typed_dict_is_named_as_the_key_to_write_there(capsys):
+    typed = "+player.verl.rollout={temperature:0.5,top_kk:3}"
+    code, _, message = validated(capsys, [typed])
+    wrong, right = re.fullmatch(r"config error: ([\w.]+): unknown key \(did you mean ([\w.]+)\?\)", message).groups()
+    fixed = typed.replace(f"{wrong.rsplit('.', 1)[1]}:", f"{right.rsplit('.', 1)[1]}:")
+    code, resolved, error = validated(capsys, [fixed])
+    assert code == 0, error
+    assert OmegaConf.create(resolved).player.verl.rollout.top_k == 3
+
+
+# --------------------------------------------------------------------------- a GPU launch script on a CPU machine
+
+
+@pytest.fixture
+def paper_launch(tmp_path, monkeypatch) -> list[str]:
+    """``bash scripts/train_qwen_1p5b.sh``'s command line (the paper preset on the vLLM backend), hub switched off."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return launch_command_line(tmp_path, "train_qwen_1p5b.sh")
+
+
+def test_the_liger_stop_of_a_launch_script_is_followed_as_printed(paper_launch, capsys, monkeypatch):
+    """Liger and Triton missing (a CPU machine): the printed override, added to the script's own command line,
+    composes (no Hydra "Could not override") and turns Liger off for both policies, so the run goes past the stop."""
+    import importlib.util
+
+    from cpmobius.engine import config as engine_config
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        engine_config.importlib.util,
+        "find_spec",
+        lambda name, *rest: None if name in ("liger_kernel", "triton") else real_find_spec(name, *rest),
+    )
+    cfg = compose_config(paper_launch)
+    with pytest.raises(ConfigError) as stopped:
+        check_kernel_packages(cfg, build_policy_configs(cfg))
+    fixes = printed_fix(str(stopped.value), "without them pass ")
+    code, resolved, error = validated(capsys, [*paper_launch, *fixes])
+    assert code == 0, error
+    cfg = compose_config([*paper_launch, *fixes])
+    configs = build_policy_configs(cfg)
+    check_kernel_packages(cfg, configs)
+    assert [c.actor_rollout_ref.model.use_liger for c in configs.values()] == [False, False]
+    assert OmegaConf.create(resolved).actor_rollout_ref.rollout.name == "vllm"  # nothing else changed
+
+
+def test_the_cpu_torch_stop_of_a_launch_script_is_followed_with_the_printed_backend(paper_launch, capsys, monkeypatch):
+    """A CPU build of torch on a machine with an NVIDIA driver: ``run with backend=cpu`` on the script's command line
+    is accepted and passes the driver and kernel checks (the other way out, the GPU install, is
+    `test_hints_followed_tools`'s)."""
+    from cpmobius.engine import gpu_driver
+
+    monkeypatch.setattr(gpu_driver, "driver_version", lambda: "580.65.06")
+    monkeypatch.setattr("torch.version.cuda", None)
+    cfg = compose_config(paper_launch)
+    with pytest.raises(gpu_driver.GpuDriverError) as stopped:
+        gpu_driver.check_this_machine(str(cfg.backend.platform))
+    fixes = printed_fix(str(stopped.value), "run with ")
+    code, resolved, error = validated(capsys, [*paper_launch, *fixes])
+    assert code == 0, error
+    cfg = compose_config([*paper_launch, *fixes])
+    assert cfg.backend.platform == "cpu"
+    gpu_driver.check_this_machine(str(cfg.backend.platform))
+    check_kernel_packages(cfg, build_policy_configs(cfg))
