@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -170,10 +171,13 @@ def describe_full_disk(error: OSError, root: str | os.PathLike, resume: str = "r
     )
 
 
-def format_bytes(n: float) -> str:
-    """``n`` bytes in decimal units, one decimal: ``format_bytes(42_660_000_000) == "42.7 GB"``."""
+def format_bytes(n: float, up: bool = False) -> str:
+    """``n`` bytes in decimal units, one decimal: ``format_bytes(42_660_000_000) == "42.7 GB"``; with ``up``
+    rounded up, for room that must suffice (``format_bytes(42_610_000_000, up=True) == "42.7 GB"``)."""
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
+            if up:
+                n = math.ceil(n) if unit == "B" else math.ceil(n * 10) / 10
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     raise AssertionError("unreachable")

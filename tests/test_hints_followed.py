@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.engine.config import ConfigError, build_policy_configs, check_kernel_packages, compose_config
+from cpmobius.engine.known_keys import check_override_keys
 from cpmobius.main import print_validated_config
+from cpmobius.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,6 +32,15 @@ def validated(capsys, args: list[str]) -> tuple[int, str, str]:
     code = print_validated_config(["--cfg", "job", *args])
     out, err = capsys.readouterr()
     return code, out, err.strip()
+
+
+def accepted(args: list[str]) -> tuple[DictConfig, dict[str, DictConfig]]:
+    """The config of the command line ``args`` and its policies' verl configs, after the checks ``--cfg job`` makes
+    (`print_validated_config`: every key, the method's settings, both policies); raises on a refused one."""
+    check_override_keys(args)
+    cfg = compose_config(args)
+    load_settings(cfg)
+    return cfg, build_policy_configs(cfg)
 
 
 def printed_fix(message: str, marker: str) -> list[str]:

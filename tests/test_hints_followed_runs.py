@@ -1,11 +1,11 @@
 """The hints a run prints about its checkpoints work when followed as printed: the keys that choose a checkpoint
 when none is intact, the line of a run already at its last step, the line of an interrupt, of a failed save and of
-a full disk (which say how to resume).
+a full disk (which say how to resume), and the advice of a disk too small for the run's checkpoints.
 
 Checkpoints are written by the real writer with the stand-in policies of `test_checkpoint_integrity` (files named
 and shaped as verl's shards); each test takes the keys, values or folders out of the printed line, applies them to
-the same command line (accepted by ``--cfg job``'s checks, in-process) and checks what the line says they do: which
-step the next launch resumes from (`check_resume`, and the first step it logs).
+the same command line (accepted by ``--cfg job``'s checks, in-process: `accepted`) and checks what the line says they do: which
+step the next launch resumes from (`check_resume`, and the first step it logs), or that the run then fits its disk.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import pytest
 from test_checkpoint_integrity import SHARDS, ShardPolicy, save, truncate
 from test_checkpoint_space import FullDiskPolicy
 from test_config_errors import run_cli
-from test_hints_followed import validated
+from test_hints_followed import accepted
 
 import cpmobius.main
 from cpmobius import checkpoint
-from cpmobius.engine.config import compose_config
+from cpmobius.engine.config import ConfigError, build_policy_configs, compose_config
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.loop_state import LoopState
 from cpmobius.run_log import first_logged_step
@@ -35,12 +35,10 @@ def overrides_in(text: str) -> list[str]:
     return [f"{key}={value}" for key, value in re.findall(r"([\w.]+)=(<[^>]*>|\[[^\]]*\]|[^\s,;)]+)", text)]
 
 
-def resumes_from(capsys, args: list[str]) -> int:
+def resumes_from(args: list[str]) -> int:
     """The checkpoint step a launch of ``args`` resumes from (0: it starts afresh), the command line accepted
     first: the step before the first one it logs, its checkpoint checked as at a run's start."""
-    code, _, error = validated(capsys, args)
-    assert code == 0, error
-    cfg = compose_config(args)
+    cfg, _ = accepted(args)
     checkpoint.check_resume(cfg, lambda line: None)
     first = first_logged_step(cfg)
     return 0 if first == 0 else first - 1
@@ -67,7 +65,7 @@ def broken_run(tmp_path, picked: bool) -> tuple[list[str], dict[str, int]]:
 
 
 @pytest.mark.parametrize("picked", [False, True], ids=["no intact checkpoint", "the picked one broken"])
-def test_each_way_out_of_a_broken_checkpoint_is_accepted_and_does_what_it_says(tmp_path, capsys, picked):
+def test_each_way_out_of_a_broken_checkpoint_is_accepted_and_does_what_it_says(tmp_path, picked):
     """The line's three ways out, each typed beside the same command line: a ``<placeholder>`` gets an intact
     checkpoint folder, a key named without a value a new folder."""
     args, expected = broken_run(tmp_path, picked)
@@ -82,7 +80,7 @@ def test_each_way_out_of_a_broken_checkpoint_is_accepted_and_does_what_it_says(t
             (key,) = re.fullmatch(r"or another ([\w.]+)", way).groups()
             fixes = [f"{key}={tmp_path / 'another'}"]
         (purpose,) = [name for name in expected if name in way]
-        assert resumes_from(capsys, [*args, *fixes]) == expected[purpose], way
+        assert resumes_from([*args, *fixes]) == expected[purpose], way
 
 
 def test_starting_again_in_the_same_folder_leaves_none_of_the_earlier_runs_metrics(tmp_path, monkeypatch):
@@ -135,7 +133,7 @@ def test_both_ways_on_from_a_finished_run_start_a_run(tmp_path, capsys, monkeypa
         line,
     ).groups()
     for fix, first in ((f"{raised}={int(done) + 1}", int(done)), (f"{folder}={tmp_path / 'new'}", 0)):
-        assert resumes_from(capsys, [*args, fix]) == first
+        assert resumes_from([*args, fix]) == first
         with pytest.raises(Started):
             cpmobius.main.run(compose_config([*args, fix]))
 
@@ -164,16 +162,16 @@ def followed(line: str, args: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", RESUME_MODES)
-def test_the_interrupt_line_resumes_from_the_last_checkpoint(tmp_path, capsys, mode):
+def test_the_interrupt_line_resumes_from_the_last_checkpoint(tmp_path, mode):
     run, args = run_with_two_checkpoints(tmp_path, mode)
     loop = SimpleNamespace(state=LoopState(step=2), validating_step_0=False)
     line = cpmobius.main.describe_interrupt(compose_config(args), loop)
     assert "the last checkpoint is step 2" in line
-    assert resumes_from(capsys, followed(line, args)) == 2
+    assert resumes_from(followed(line, args)) == 2
 
 
 @pytest.mark.parametrize("mode", RESUME_MODES)
-def test_the_failed_save_line_resumes_from_the_last_checkpoint(tmp_path, capsys, mode):
+def test_the_failed_save_line_resumes_from_the_last_checkpoint(tmp_path, mode):
     """The loop's save of step 3 fails on a full disk: the line's way to resume."""
     run, args = run_with_two_checkpoints(tmp_path, mode)
     loop = SimpleNamespace(
@@ -188,7 +186,7 @@ def test_the_failed_save_line_resumes_from_the_last_checkpoint(tmp_path, capsys,
     with pytest.raises(checkpoint.CheckpointSaveError) as failed:
         CoachPlayerLoop.save(loop)
     assert "step 2, is intact" in str(failed.value)
-    assert resumes_from(capsys, followed(str(failed.value), args)) == 2
+    assert resumes_from(followed(str(failed.value), args)) == 2
 
 
 @pytest.mark.parametrize("mode", RESUME_MODES)
@@ -204,10 +202,10 @@ def test_the_full_disk_line_resumes_from_the_last_checkpoint(tmp_path, capsys, m
     assert run_cli(args, monkeypatch) == 1
     line = capsys.readouterr().err.strip()
     assert line.startswith("error: the disk is full"), line
-    assert resumes_from(capsys, followed(line, args)) == 2
+    assert resumes_from(followed(line, args)) == 2
 
 
-def test_a_run_moved_to_a_larger_disk_resumes_where_the_failed_save_line_says(tmp_path, capsys):
+def test_a_run_moved_to_a_larger_disk_resumes_where_the_failed_save_line_says(tmp_path):
     """``make room (or move RUN to a larger disk and point trainer.default_local_dir there)``: moved, pointed at,
     the run resumes from its last complete checkpoint, whose files still match their manifest."""
     run, args = run_with_two_checkpoints(tmp_path, "auto")
@@ -218,7 +216,108 @@ def test_a_run_moved_to_a_larger_disk_resumes_where_the_failed_save_line_says(tm
     larger = tmp_path / "larger" / "run"
     shutil.move(folder, larger)
     moved = [arg for arg in args if not arg.startswith(f"{key}=")] + [f"{key}={larger}"]
-    assert resumes_from(capsys, moved) == 2
+    assert resumes_from(moved) == 2
     coach, player = ShardPolicy(0.0), ShardPolicy(0.0)
     checkpoint.load_checkpoint(checkpoint.find_latest_checkpoint(larger), {"coach": coach, "player": player})
     assert (coach.weight, player.weight) == (2.0, 2.0)
+
+
+# --------------------------------------------------------------------------- a disk too small for the checkpoints
+
+GB = 1_000_000_000
+
+
+def paper_shape_args(tmp_path, *overrides: str) -> list[str]:
+    """`test_checkpoint_space`'s 1.5B shape (42.7 GB a checkpoint, 14.2 GB weights-only) as a command line."""
+    from test_checkpoint_space import paper_shape_config
+
+    paper_shape_config(tmp_path)  # writes the model's config.json
+    model = tmp_path / "model"
+    return [
+        f"model.coach_path={model}",
+        f"model.player_path={model}",
+        "model.name=qwen_test",
+        "warmup.enabled=false",
+        f"trainer.default_local_dir={tmp_path / 'run'}",
+        *overrides,
+    ]
+
+
+def space_refusal(args: list[str]) -> str:
+    from cpmobius.checkpoint_space import DiskSpaceError, check_checkpoint_space
+
+    cfg = compose_config(args)
+    with pytest.raises(DiskSpaceError) as refused:
+        check_checkpoint_space(cfg, build_policy_configs(cfg))
+    return str(refused.value)
+
+
+def fits(args: list[str]) -> bool:
+    """Whether the command line is accepted and its checkpoints fit the (patched) free space."""
+    from cpmobius.checkpoint_space import DiskSpaceError, check_checkpoint_space
+
+    cfg, configs = accepted(args)
+    try:
+        check_checkpoint_space(cfg, configs)
+    except DiskSpaceError:
+        return False
+    return True
+
+
+def gigabytes(text: str) -> int:
+    number, unit = text.split()
+    assert unit == "GB", text
+    return int(float(number) * GB)
+
+
+@pytest.mark.parametrize(
+    ("keep", "delta"),
+    [("null", ""), ("3", ""), ("null", "++player.verl.actor.checkpoint.save_contents=[model,optimizer,extra]")],
+    ids=["every checkpoint kept", "three kept", "a policy's own save_contents"],
+)
+def test_each_way_to_fit_the_disk_the_refusal_names_makes_the_run_fit(tmp_path, monkeypatch, keep, delta):
+    """Five saves (save_freq 2 of 10 steps) of 42.7 GB on a disk with 100 GB free: keep fewer, save less often,
+    another disk with the printed room, or weights only (5 × 14.2 GB); each typed as printed fits."""
+    larger = tmp_path / "larger"
+    room = {"free": 100 * GB}
+    monkeypatch.setattr(
+        "cpmobius.checkpoint_space.free_bytes",
+        lambda folder: room["larger"] if str(folder).startswith(str(larger)) else room["free"],
+    )
+    args = paper_shape_args(
+        tmp_path, "trainer.save_freq=2", "trainer.total_training_steps=10", f"trainer.max_actor_ckpt_to_keep={keep}"
+    )
+    args += [delta] if delta else []
+    message = space_refusal(args)
+    ways = []
+    if (fewer := re.search(r"(?:set ([\w.]+)=(\d+)|lower ([\w.]+) to (\d+)) or less", message)) is not None:
+        key, value = [group for group in fewer.groups() if group]
+        ways.append([f"{key}={value}"])
+    if (less_often := re.search(r"raise ([\w.]+) \(now (\d+)\)", message)) is not None:
+        ways.append([f"{less_often.group(1)}=10"])  # raised as far as it goes: one save, after the last step
+    key, room["larger"] = re.search(r"point ([\w.]+) at a disk with (\S+ GB) free", message).groups()
+    room["larger"] = gigabytes(room["larger"])
+    ways.append([f"{key}={larger}"])
+    weights_only = re.search(r"or save weights only, ((?:\S+=\S+ )+)\(", message)
+    ways.append(weights_only.group(1).split())
+    assert len(ways) == (4 if keep == "null" else 3), message
+    assert not fits(args)
+    for fixes in ways:
+        assert fits([*args, *fixes]), fixes
+
+
+@pytest.mark.parametrize("delta", ["", "++coach.verl.actor.checkpoint.load_contents=[model,optimizer,extra]"])
+def test_the_weights_only_resume_refusal_is_followed_as_printed(tmp_path, delta):
+    """A checkpoint saved weights-only, resumed with load_contents asking for the optimizer: the printed key makes
+    the resume go on, AdamW restarting, for both policies."""
+    from cpmobius.checkpoint_space import describe_optimizer_resume
+
+    run = tmp_path / "run"
+    save(run, 1, optimizer=False)
+    args = [f"trainer.default_local_dir={run}", *([delta] if delta else [])]
+    cfg = compose_config(args)
+    with pytest.raises(ConfigError) as refused:
+        describe_optimizer_resume(cfg, build_policy_configs(cfg))
+    fixes = overrides_in(str(refused.value).split(": set ", 1)[1].split(" to resume with")[0])
+    line = describe_optimizer_resume(*accepted([*args, *fixes]))
+    assert "AdamW restarts from zero moments for the coach and the player" in line
