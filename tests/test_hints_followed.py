@@ -192,3 +192,27 @@ def test_the_cpu_torch_stop_of_a_launch_script_is_followed_with_the_printed_back
     assert cfg.backend.platform == "cpu"
     gpu_driver.check_this_machine(str(cfg.backend.platform))
     check_kernel_packages(cfg, build_policy_configs(cfg))
+
+
+# --------------------------------------------------------------------------- a budget over the model's context
+
+
+@pytest.mark.parametrize("fetched", [False, True], ids=["the preset's stated context", "a model folder"])
+def test_the_printed_rope_override_makes_a_budget_over_the_context_fit(tmp_path, capsys, monkeypatch, fetched):
+    """Qwen2.5-Math-1.5B (4,096 positions) with 5,000 response tokens: the override the refusal prints extends
+    RoPE far enough, whether the context comes from the model's ``config.json`` or, before the model is fetched,
+    from the preset's ``model.context_tokens``."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ["model=qwen2p5_math_1p5b", "data.max_response_length=5000"]
+    if fetched:
+        (tmp_path / "model").mkdir()
+        (tmp_path / "model" / "config.json").write_text('{"model_type": "qwen2", "max_position_embeddings": 4096}')
+        args += [f"model.player_path={tmp_path / 'model'}", f"model.coach_path={tmp_path / 'model'}"]
+    code, _, message = validated(capsys, args)
+    assert code == 2 and "exceed the context" in message, message
+    fixes = printed_fix(message, "extend RoPE: ")
+    code, _, error = validated(capsys, [*args, *fixes])
+    assert code == 0, error
+    for policy in accepted([*args, *fixes])[1].values():  # both policies' models get it
+        rope = policy.actor_rollout_ref.model.override_config.rope_scaling
+        assert rope.rope_type == "yarn" and rope.factor * rope.original_max_position_embeddings >= 128 + 5000
