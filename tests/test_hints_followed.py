@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,74 @@ def test_the_printed_rope_override_makes_a_budget_over_the_context_fit(tmp_path,
     for policy in accepted([*args, *fixes])[1].values():  # both policies' models get it
         rope = policy.actor_rollout_ref.model.override_config.rope_scaling
         assert rope.rope_type == "yarn" and rope.factor * rope.original_max_position_embeddings >= 128 + 5000
+
+
+# --------------------------------------------------------------------------- lines of a running run, and usages
+
+
+def test_the_agent_loop_line_names_the_key_that_gives_back_the_sampling_values(capsys):
+    """verl's own agent loop (``single_turn_agent``) reports no sampling values: the printed override, beside that
+    command line, is accepted and gives both policies the agent loop that reports them."""
+    from types import SimpleNamespace
+
+    from cpmobius.engine.batches import sampling_used
+
+    args = ["actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent"]
+    with pytest.raises(RuntimeError) as stopped:
+        sampling_used(SimpleNamespace(non_tensor_batch={}), "coach")
+    fixes = printed_fix(str(stopped.value), "set ")
+    code, _, error = validated(capsys, [*args, *fixes])
+    assert code == 0, error
+    (key, value), configs = fixes[0].split("="), accepted([*args, *fixes])[1]
+    assert [OmegaConf.select(c, key) for c in configs.values()] == [value, value]
+
+
+def test_a_prompt_over_the_limit_fits_once_the_key_the_line_names_is_raised(capsys):
+    """``... exceed rollout.prompt_length=4 tokens (data.max_prompt_length); prompt 0 has 9``: that key set to the
+    prompt's length reaches both policies' limit, and the prompt then passes."""
+    from types import SimpleNamespace
+
+    from cpmobius.engine.prompt_tokens import PromptTokens
+
+    tokenizer = SimpleNamespace(apply_chat_template=lambda messages, **options: list(messages[0]["content"]))
+    prompt = [{"role": "user", "content": "123456789"}]
+    with pytest.raises(Exception) as refused:
+        PromptTokens("coach", tokenizer, {}, limit=4).check([prompt])
+    key, tokens = re.search(r"tokens \(([\w.]+)\); prompt \d+ has (\d+)", str(refused.value)).groups()
+    code, _, error = validated(capsys, [f"{key}={tokens}"])
+    assert code == 0, error
+    for config in accepted([f"{key}={tokens}"])[1].values():
+        PromptTokens("coach", tokenizer, {}, limit=int(config.actor_rollout_ref.rollout.prompt_length)).check([prompt])
+
+
+def test_the_commands_the_warmups_usage_names_run(capsys):
+    """``python -m cpmobius.warmup --help``: its ``python -m cpmobius.main ...`` line is accepted, and the verl module
+    it names for the SFT options is installed."""
+    import importlib.util
+
+    usage = subprocess.run(
+        [sys.executable, "-m", "cpmobius.warmup", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60
+    ).stdout
+    (line,) = re.findall(r"python -m cpmobius\.main (warmup\.\S+=.*?) \.\.\.", usage)
+    code, resolved, error = validated(capsys, line.split())
+    assert code == 0, error
+    assert OmegaConf.create(resolved).warmup.epochs == 2
+    (module,) = re.findall(r"python -m (verl\.\S+) --help", usage)
+    assert importlib.util.find_spec(module) is not None
+
+
+def test_the_settings_the_short_help_shows_are_accepted_typed_as_shown(capsys):
+    """``--help``'s keys with this command line's values, typed back as shown, are accepted and shown the same; the
+    keys it names in passing exist."""
+    from cpmobius.usage import short_help
+
+    text = short_help(["filter.quota=4"])
+    shown = re.findall(r"^  ([\w.]+=\S+)", text, re.M)
+    assert "filter.quota=4" in shown and len(shown) > 10
+    code, resolved, error = validated(capsys, shown)
+    assert code == 0, error
+    assert re.findall(r"^  ([\w.]+=\S+)", short_help(shown), re.M) == shown
+    cfg = OmegaConf.create(resolved)
+    for names in re.findall(r"\((?:one|ablations): ([\w.]+(?:, [\w.]+)*)\)", text):
+        for name in names.split(", "):
+            assert OmegaConf.select(cfg, name, default="missing") != "missing", name
