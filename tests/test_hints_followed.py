@@ -288,3 +288,19 @@ def test_the_settings_the_short_help_shows_are_accepted_typed_as_shown(capsys):
     for names in re.findall(r"\((?:one|ablations): ([\w.]+(?:, [\w.]+)*)\)", text):
         for name in names.split(", "):
             assert OmegaConf.select(cfg, name, default="missing") != "missing", name
+
+
+def test_a_misspelt_key_in_a_config_file_is_fixed_by_the_key_the_line_names():
+    """A preset whose ``filter.quotaa`` is misspelt: the key the line names, written there instead, is read."""
+    from omegaconf import open_dict
+
+    cfg = compose_config([])
+    with open_dict(cfg):
+        cfg.filter.quotaa = 4
+    with pytest.raises(ConfigError) as refused:
+        load_settings(cfg)
+    wrong, right = re.fullmatch(r"([\w.]+): unknown key \(did you mean ([\w.]+)\?\)", str(refused.value)).groups()
+    with open_dict(cfg):
+        OmegaConf.update(cfg, right, OmegaConf.select(cfg, wrong))
+        cfg.filter.pop(wrong.rsplit(".", 1)[1])
+    assert load_settings(cfg).filter.quota == 4

@@ -147,8 +147,10 @@ def test_the_ray_waits_the_start_line_names_are_read_by_the_installed_ray():
 
 
 def named_options(message: str) -> list[tuple[str, str]]:
-    """(``--option``, the lower-case word after it or "") for each option a message names."""
-    return re.findall(r"(--[a-z][a-z-]+)(?:[ =]([a-z0-9_.]+)\b)?", message)
+    """(``--option``, the lower-case word after it or "": its value, unless a word of the sentence) for each option
+    a message names."""
+    found = re.findall(r"(--[a-z][a-z-]+)(?:[ =]([a-z0-9_.]+)\b)?", message)
+    return [(option, "" if value in ("of", "to", "or", "and", "the", "a", "an") else value) for option, value in found]
 
 
 def check_options(parser: argparse.ArgumentParser, message: str) -> None:
@@ -267,3 +269,41 @@ def test_the_converters_offline_hint_downloads_the_packages_it_could_not_install
     with pytest.raises(convert.DownloadError):
         convert.ensure_converter_packages(lambda line: None, wheel_dir=wheels)
     assert asked[1][asked[1].index("--no-index") :][:3] == ["--no-index", "--find-links", str(wheels)]
+
+
+def test_the_model_tools_refusals_name_options_of_the_command_they_come_from(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from cpmobius.models import cli, convert
+
+    commands = cli._parser()._subparsers._group_actions[0].choices
+    assert cli.main(["convert", "--gguf", str(tmp_path / "model.gguf")]) == 2
+    check_options(commands["convert"], capsys.readouterr().err)
+    with pytest.raises(convert.ModelError) as unknown:
+        convert.chat_tokens(SimpleNamespace(chat_template="{{ messages }}", get_vocab=dict))
+    check_options(commands["convert"], str(unknown.value))
+
+
+def test_a_half_written_model_folder_is_fetched_again_once_removed_as_the_line_says(tmp_path, monkeypatch):
+    """``TARGET exists but is not a converted model; remove it and run `python -m cpmobius.models fetch NAME```."""
+    import shutil
+
+    from cpmobius.models import cli, convert, fetch
+    from cpmobius.models.registry import get_spec, model_dir
+
+    class Fetching(Exception):
+        """The fetch went on to its download."""
+
+    def fetching(*args, **kwargs):
+        raise Fetching
+
+    monkeypatch.setenv("CPMOBIUS_CACHE", str(tmp_path))
+    model_dir("smollm2-135m").mkdir(parents=True)
+    with pytest.raises(fetch.ModelError) as refused:
+        fetch.fetch_model(get_spec("smollm2-135m"))
+    target, command = re.search(r"^(\S+) exists .*; remove it and run `([^`]+)`", str(refused.value)).groups()
+    shutil.rmtree(target)
+    monkeypatch.setattr(convert, "ensure_converter_packages", fetching)
+    args = cli._parser().parse_args(shlex.split(command)[3:])
+    with pytest.raises(Fetching):
+        cli.run(args)
