@@ -191,6 +191,9 @@ def eval_refusals(tmp_path) -> dict[str, str]:
         "duplicate ids": message(records.rows_from_records, "amc", [{"id": 1, "problem": "p", "answer": "1"}] * 2),
         "an unknown validation set": message(scoring.ood_benchmarks, "nope"),
         "partial benchmarks": summary._average_blocked(partial, ["amc"], False),
+        "uneven responses": summary.uneven_message(
+            "amc", [scoring.ProblemScores(str(n), ["1"], [True] * n, ["1"] * n, "1", True, ["ok"] * n) for n in (1, 2)]
+        ),
     }
     if not generation.vllm_available():
         found["vLLM missing"] = message(generation.make_generator, "m", sampling, backend="vllm")
