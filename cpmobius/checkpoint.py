@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -45,6 +46,7 @@ from cpmobius.checkpoint_manifest import (
     BEST_RECORD,
     MANIFEST_FORMAT,
     MANIFEST_MARK,
+    PICKED_RESUME_KEYS,
     RESUME_KEYS,
     CheckpointCorruptError,
     check_checkpoint,
@@ -77,6 +79,7 @@ def save_checkpoint(
     loop_state: dict,
     config: DictConfig,
     keep: Optional[int] = None,
+    resume: str = "run the same command",
 ) -> Path:
     """Write checkpoint ``step`` under ``root`` and make it the latest.
 
@@ -90,6 +93,7 @@ def save_checkpoint(
             key; None keeps all). Older ``global_step_*`` folders are deleted only after the new one
             is the latest. At the 1.5B shape one step's checkpoint (both policies, fp32 weights and
             Adam states) is ~37 GB, so a long run without a limit fills a disk.
+        resume: what resumes this run, for the line of a failed save (`resume_command`).
 
     Returns:
         The checkpoint folder.
@@ -110,7 +114,7 @@ def save_checkpoint(
         write_manifest(partial)  # last: sizes and SHA-256 of every file, all fsynced
     except Exception as error:  # a full disk, a lost mount, a worker's torch.save failing: nothing replaced
         shutil.rmtree(partial, ignore_errors=True)  # frees the space the half-written copy took
-        raise CheckpointSaveError(describe_save_failure(root, step, error)) from error
+        raise CheckpointSaveError(describe_save_failure(root, step, error, resume)) from error
     previous = root / f".global_step_{step}.previous"
     if final.exists():  # saving a step again: keep the old copy until the new one is in place
         if previous.exists():
@@ -130,13 +134,22 @@ class CheckpointSaveError(RuntimeError):
     """Writing a checkpoint failed; the previous checkpoint is intact and still the latest."""
 
 
-def describe_save_failure(root: Path, step: int, error: BaseException) -> str:
-    """One line: what failed, the free space left, the checkpoint a rerun resumes from."""
+def resume_command(cfg: DictConfig) -> str:
+    """What resumes a run from its newest checkpoint: the same command where it resumes by itself
+    (``trainer.resume_mode=auto``); with ``disable`` the same command would start again, and with
+    ``resume_path`` go back to ``trainer.resume_from_path``, so the key that resumes is added."""
+    mode = OmegaConf.select(cfg, "trainer.resume_mode", default="auto")
+    return "run the same command" if mode == "auto" else "run the same command with trainer.resume_mode=auto"
+
+
+def describe_save_failure(root: Path, step: int, error: BaseException, resume: str = "run the same command") -> str:
+    """One line: what failed, the free space left, the checkpoint a rerun resumes from (``resume``:
+    `resume_command`)."""
     tracker = root / TRACKER_FILE
     latest = tracker.read_text().strip() if tracker.is_file() else None
     resume = (
         f"the last complete checkpoint, step {latest}, is intact: make room (or move {root} to a larger "
-        "disk and point trainer.default_local_dir there) and run the same command to resume from it"
+        f"disk and point trainer.default_local_dir there) and {resume} to resume from it"
         if latest is not None
         else "no earlier checkpoint exists: make room and run the same command to start again"
     )
@@ -146,22 +159,25 @@ def describe_save_failure(root: Path, step: int, error: BaseException) -> str:
     )
 
 
-def describe_full_disk(error: OSError, root: str | os.PathLike) -> Optional[str]:
+def describe_full_disk(error: OSError, root: str | os.PathLike, resume: str = "run the same command") -> Optional[str]:
     """One line for a disk that filled up outside a checkpoint save (metrics, problem archive), or None
-    when ``error`` is not ENOSPC."""
+    when ``error`` is not ENOSPC; ``resume`` says what resumes the run (`resume_command`)."""
     if error.errno != errno.ENOSPC:
         return None
     where = f" writing {error.filename}" if error.filename else ""
     return (
         f"the disk is full ({error.strerror}{where}); the last complete checkpoint in {root} is intact: "
-        "make room and run the same command to resume from it"
+        f"make room and {resume} to resume from it"
     )
 
 
-def format_bytes(n: float) -> str:
-    """``n`` bytes in decimal units, one decimal: ``format_bytes(42_660_000_000) == "42.7 GB"``."""
+def format_bytes(n: float, up: bool = False) -> str:
+    """``n`` bytes in decimal units, one decimal: ``format_bytes(42_660_000_000) == "42.7 GB"``; with ``up``
+    rounded up, for room that must suffice (``format_bytes(42_610_000_000, up=True) == "42.7 GB"``)."""
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
+            if up:
+                n = math.ceil(n) if unit == "B" else math.ceil(n * 10) / 10
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     raise AssertionError("unreachable")
@@ -323,7 +339,7 @@ def check_resume(cfg: DictConfig, report: Callable[[str], None] = print) -> int:
         path = Path(str(cfg.trainer.resume_from_path)).expanduser()
         if not path.is_dir():
             raise CheckpointCorruptError(f"trainer.resume_from_path: no checkpoint folder at {path}")
-        require_intact(path)
+        require_intact(path, PICKED_RESUME_KEYS)
         _warn_unchecked(path, report)
         return 0
     if mode != "auto":

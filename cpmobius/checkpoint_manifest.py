@@ -175,9 +175,15 @@ class CheckpointCorruptError(RuntimeError):
     """No intact checkpoint to resume from, or the one ``trainer.resume_from_path`` names is broken."""
 
 
+# The ways out of a run folder without an intact checkpoint, and of a broken one that trainer.resume_from_path picked
+# (another folder would not help there: the run would still resume from the picked one).
 RESUME_KEYS = (
     "set trainer.resume_mode=disable to start again, trainer.resume_mode=resume_path "
     "trainer.resume_from_path=<a global_step_N folder> to pick one, or another trainer.default_local_dir"
+)
+PICKED_RESUME_KEYS = (
+    "set trainer.resume_mode=disable to start again, trainer.resume_from_path=<another global_step_N folder> "
+    "to pick another, or trainer.resume_mode=auto to resume from the newest intact one in trainer.default_local_dir"
 )
 _verified: dict[Path, int] = {}  # checkpoint folder → its manifest's mtime when it was found intact
 
@@ -194,8 +200,9 @@ def check_checkpoint(path: Path) -> Optional[str]:
     return problem
 
 
-def require_intact(path: Path) -> None:
-    """Raise `CheckpointCorruptError` (one line naming the file) when ``path`` does not match its manifest."""
+def require_intact(path: Path, ways_out: str = RESUME_KEYS) -> None:
+    """Raise `CheckpointCorruptError` (one line naming the file, then ``ways_out``) when ``path`` does not match its
+    manifest."""
     problem = check_checkpoint(path)
     if problem is not None:
-        raise CheckpointCorruptError(f"the checkpoint {path} is broken: {problem}; {RESUME_KEYS}")
+        raise CheckpointCorruptError(f"the checkpoint {path} is broken: {problem}; {ways_out}")

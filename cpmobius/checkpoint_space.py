@@ -23,12 +23,15 @@ from typing import Optional
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.checkpoint import format_bytes, free_bytes, resume_step
+from cpmobius.engine.known_keys import policy_keys
 from cpmobius.settings import trains_player_alone
 
 # Weight files are not copied into a checkpoint's ``huggingface/`` folder; every other file of the model
 # folder is (config, generation config, tokenizer).
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".ckpt")
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+# What a checkpoint holds and what a resume loads, under verl's actor_rollout_ref (or a policy's delta).
+SAVE_CONTENTS, LOAD_CONTENTS = "actor.checkpoint.save_contents", "actor.checkpoint.load_contents"
 # torch.save's per-tensor records, the LR scheduler and RNG state, fsdp_config.json: measured on the toy
 # (2 ranks and 1): 50-60 KiB a rank and policy beyond the tensors' bytes.
 OVERHEAD_BYTES_PER_RANK = 64 * 1024
@@ -242,8 +245,8 @@ def check_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) 
         f"not enough disk for this run's checkpoints: {plan.describe()}; the run holds {held} = "
         f"{format_bytes(plan.checkpoints * plan.checkpoint_bytes)}{extra}, "
         f"but {plan.folder} has {format_bytes(plan.free_bytes)} free; "
-        f"{advice} trainer.default_local_dir at a disk with {format_bytes(plan.needed_bytes)} free"
-        f"{describe_weights_only(plan)}"
+        f"{advice} trainer.default_local_dir at a disk with {format_bytes(plan.needed_bytes, up=True)} free"
+        f"{describe_weights_only(plan, policy_keys(cfg, [p.name for p in plan.policies], SAVE_CONTENTS))}"
     )
 
 
@@ -256,15 +259,16 @@ def weights_only_plan(plan: SpacePlan) -> SpacePlan:
     return replace(plan, policies=policies, extra=extra)
 
 
-def describe_weights_only(plan: SpacePlan) -> str:
-    """The refusal's last clause when saving weights only would fit: the key, its sizes, what a resume loses."""
+def describe_weights_only(plan: SpacePlan, keys: list[str]) -> str:
+    """The refusal's last clause when saving weights only would fit: the ``keys`` that set it (`policy_keys`),
+    its sizes, what a resume loses."""
     if not any(p.optimizer_bytes for p in plan.policies):
         return ""
     light = weights_only_plan(plan)
     if light.needed_bytes > plan.free_bytes:
         return ""
     return (
-        f"; or save weights only, actor_rollout_ref.actor.checkpoint.save_contents=[model,extra] "
+        f"; or save weights only, {' '.join(f'{key}=[model,extra]' for key in keys)} "
         f"({format_bytes(light.checkpoint_bytes)} a checkpoint, {format_bytes(light.needed_bytes)} needed; "
         "a resume then restarts both optimizers from zero moments)"
     )
@@ -301,20 +305,22 @@ def describe_optimizer_resume(cfg: DictConfig, policy_cfgs: dict[str, DictConfig
     if path is None:
         return None
     restart: list[tuple[str, str]] = []
+    asking: list[str] = []  # policies whose checkpoint has no optimizer state, though load_contents asks for it
     for name, policy_cfg in policy_cfgs.items():
         folder = path / name
         if not folder.is_dir():
             continue
         saved = any(folder.glob("optim_world_size_*"))
         loads = "optimizer" in set(policy_cfg.actor_rollout_ref.actor.checkpoint.load_contents)
-        if loads and not saved:
-            raise ConfigError(
-                f"{folder} holds no optimizer state (saved weights-only), but "
-                f"{name}.verl.actor.checkpoint.load_contents asks for it: set "
-                f"actor_rollout_ref.actor.checkpoint.load_contents=[model,extra] to resume it with a fresh optimizer"
-            )
+        asking += [name] if loads and not saved else []
         if not saved or not loads:
             restart.append((name, "its checkpoint holds none" if not saved else "its load_contents leaves it out"))
+    if asking:
+        fixes = " ".join(f"{key}=[model,extra]" for key in policy_keys(cfg, asking, LOAD_CONTENTS))
+        raise ConfigError(
+            f"{path / asking[0]} holds no optimizer state (saved weights-only), but "
+            f"{asking[0]}.verl.actor.checkpoint.load_contents asks for it: set {fixes} to resume with a fresh optimizer"
+        )
     if not restart:
         return None
     reasons = "; ".join(f"{name}: {reason}" for name, reason in restart)

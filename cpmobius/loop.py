@@ -305,6 +305,7 @@ class CoachPlayerLoop:
             loop_state,
             self.cfg,
             keep=self.cfg.trainer.get("max_actor_ckpt_to_keep"),
+            resume=checkpoint.resume_command(self.cfg),
         )
 
     def try_resume(self) -> bool:

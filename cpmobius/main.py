@@ -247,7 +247,7 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 def describe_interrupt(cfg: DictConfig, loop: Any) -> str:
     """The one line printed after an interrupt: the step in progress, the last checkpoint, what to do."""
-    from cpmobius.checkpoint import find_latest_checkpoint
+    from cpmobius.checkpoint import find_latest_checkpoint, resume_command
 
     try:
         latest = find_latest_checkpoint(cfg.trainer.default_local_dir)
@@ -264,7 +264,7 @@ def describe_interrupt(cfg: DictConfig, loop: Any) -> str:
     if latest is None:
         return f"[cpmobius] interrupted {where}; no checkpoint yet; run the same command to start again"
     step = latest.name.rsplit("_", 1)[1]
-    return f"[cpmobius] interrupted {where}; the last checkpoint is step {step}; run the same command to resume"
+    return f"[cpmobius] interrupted {where}; the last checkpoint is step {step}; {resume_command(cfg)} to resume"
 
 
 def stop_after_interrupt(cfg: DictConfig, loop: Any, interrupt: BaseException) -> None:
@@ -307,7 +307,7 @@ def main(cfg: DictConfig) -> None:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
     hold_kernels(cfg)  # before verl's import computes its first tensor
-    from cpmobius.checkpoint import CheckpointCorruptError, CheckpointSaveError, describe_full_disk
+    from cpmobius.checkpoint import CheckpointCorruptError, CheckpointSaveError, describe_full_disk, resume_command
     from cpmobius.checkpoint_space import DiskSpaceError
     from cpmobius.engine.gpu_driver import GpuDriverError
     from cpmobius.engine.sharing import RayStartError
@@ -318,7 +318,8 @@ def main(cfg: DictConfig) -> None:
         print(f"{'config error' if isinstance(error, ConfigError) else 'error'}: {error}", file=sys.stderr)
         sys.exit(2)
     except (RayStartError, CheckpointSaveError, GpuDriverError, OSError) as error:
-        message = describe_full_disk(error, cfg.trainer.default_local_dir) if isinstance(error, OSError) else str(error)
+        root, resume = cfg.trainer.default_local_dir, resume_command(cfg)
+        message = describe_full_disk(error, root, resume) if isinstance(error, OSError) else str(error)
         if message is None:  # an OSError other than a full disk
             raise
         print(f"error: {message}", file=sys.stderr)

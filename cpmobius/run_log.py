@@ -138,8 +138,9 @@ def read_metric_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
 def drop_rerun_steps(run_dir: str | os.PathLike, first_step: int) -> Optional[str]:
     """Drop from an earlier launch's metrics the rows of steps this launch logs again (``step >= first_step``).
 
-    A launch killed after its last checkpoint logged steps that the resumed launch runs again; without this,
-    anything that concatenates ``metrics*.jsonl`` counts those steps twice. Each file is rewritten atomically
+    A launch killed after its last checkpoint logged steps that the resumed launch runs again, and a run started
+    again in its own folder (``trainer.resume_mode=disable``) runs them all again; without this, anything that
+    concatenates ``metrics*.jsonl`` counts those steps twice, or mixes the two runs. Each file is rewritten atomically
     (`cpmobius.jsonl.write_jsonl`), without a line cut short by the kill; a file left with no row is removed.
 
     Returns:
@@ -163,19 +164,40 @@ def drop_rerun_steps(run_dir: str | os.PathLike, first_step: int) -> Optional[st
         return None
     steps = sorted({step for found in dropped.values() for step in found})
     return (
-        f"[cpmobius] metrics: steps {steps} logged by an interrupted launch after its last checkpoint are dropped "
-        f"from {', '.join(sorted(dropped))}: this launch runs them again"
+        f"[cpmobius] metrics: steps {steps} logged by an earlier launch are dropped from {', '.join(sorted(dropped))}: "
+        "this launch runs them again"
     )
 
 
-def first_logged_step(cfg: DictConfig) -> Optional[int]:
-    """The first step this launch logs: 0 for a fresh start (the validation before step 1), S + 1 when it resumes
-    from checkpoint S (``trainer.resume_mode=auto``); None when unknown (other resume modes)."""
-    if cfg.trainer.get("resume_mode") != "auto":
+def set_aside_metrics(run_dir: str | os.PathLike) -> Optional[str]:
+    """A run started again in its own folder (``trainer.resume_mode=disable``): the earlier launches' metrics files
+    are kept as ``earlier.<name>`` (``earlier<n>.<name>`` when that exists), so that the run's metrics are its own
+    (`metrics_files` reads no other name). Returns one line saying so, or None when there were none."""
+    moved = []
+    for path in metrics_files(run_dir):
+        target, n = path.with_name(f"earlier.{path.name}"), 1
+        while target.exists():
+            n += 1
+            target = path.with_name(f"earlier{n}.{path.name}")
+        os.replace(path, target)
+        moved.append(target.name)
+    if not moved:
         return None
-    from cpmobius.checkpoint import resume_step
+    kept = ", ".join(moved)
+    return f"[cpmobius] metrics: the run starts again (trainer.resume_mode=disable); the earlier files are {kept}"
 
-    done = resume_step(cfg)
+
+def first_logged_step(cfg: DictConfig) -> Optional[int]:
+    """The first step this launch logs: 0 for a fresh start (the validation before step 1; ``trainer.resume_mode=
+    disable`` starts afresh too), S + 1 when it resumes from checkpoint S (``auto``: the run folder's latest;
+    ``resume_path``: ``trainer.resume_from_path``); None when that folder is not named as a step's."""
+    from cpmobius.checkpoint import checkpoint_step, resume_step
+
+    mode = cfg.trainer.get("resume_mode")
+    if mode == "resume_path":
+        done = checkpoint_step(Path(str(cfg.trainer.resume_from_path)).expanduser())
+        return None if done is None else done + 1
+    done = resume_step(cfg) if mode == "auto" else 0
     return done + 1 if done > 0 else 0
 
 
@@ -184,7 +206,8 @@ def make_tracking(cfg: DictConfig) -> Any:
 
     With the ``file`` backend, an earlier launch's ``metrics.jsonl`` is kept as ``metrics.<k>.jsonl`` and the
     rows of steps this launch runs again are dropped from the earlier files (`drop_rerun_steps`): every step
-    is in the run's metrics files once.
+    is in the run's metrics files once. A run started again (``trainer.resume_mode=disable``) sets the earlier
+    files aside (`set_aside_metrics`).
     """
     from omegaconf import OmegaConf
     from verl.utils.tracking import Tracking
@@ -194,6 +217,10 @@ def make_tracking(cfg: DictConfig) -> Any:
         return None
     os.makedirs(cfg.trainer.default_local_dir, exist_ok=True)
     metrics_path = os.path.join(cfg.trainer.default_local_dir, "metrics.jsonl")
+    if "file" in backends and cfg.trainer.get("resume_mode") == "disable":
+        said = set_aside_metrics(cfg.trainer.default_local_dir)
+        if said:
+            print(said, flush=True)
     if "file" in backends and os.path.exists(metrics_path):
         # verl's file logger truncates its file: keep an earlier launch's metrics as metrics.<k>.jsonl.
         k = 1

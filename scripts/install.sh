@@ -22,15 +22,18 @@ trap 'rm -f "$constraints"' EXIT
 # gets known versions (the CPU lock's: those the README's figures were made with) and pip does no backtracking.
 # CPMOBIUS_LOCK=off resolves afresh instead (what scripts/lock.sh does); a Python without a lock resolves too.
 add_lock() {  # add_lock cpu|gpu: append that install's lock for this Python to the constraints
-  local lock
-  lock="scripts/locks/$1-$(python -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")').txt"
+  local version lock
+  version="$(python -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+  lock="scripts/locks/$1-py${version/./}.txt"
   if [ "${CPMOBIUS_LOCK:-on}" = off ]; then
     return 0
   elif [ -f "$lock" ]; then
     grep -v '^#' "$lock" >> "$constraints"
     echo "versions pinned by $lock"
   else
-    echo "no lock for this Python ($lock): resolving the newest versions that fit (bash scripts/lock.sh $1 makes one)"
+    # lock.sh resolves with the Python that PYTHON names (python3, or python3.12 for gpu, by default): this one's
+    echo "no lock for this Python ($lock): resolving the newest versions that fit" \
+      "(PYTHON=python$version bash scripts/lock.sh $1 makes one)"
   fi
 }
 

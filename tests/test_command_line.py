@@ -123,7 +123,7 @@ def test_key_of_another_group_option_is_checked_against_that_option():
 
 def test_missing_group_option_lists_the_options():
     with pytest.raises(
-        ConfigError, match=r"^backend=cpux: no such option \(did you mean cpu\? options: cpu, cuda_hf, vllm\)$"
+        ConfigError, match=r"^backend=cpux: no such option \(did you mean backend=cpu\? options: cpu, cuda_hf, vllm\)$"
     ):
         check_override_keys(["backend=cpux", "filter.quota=4"])
 

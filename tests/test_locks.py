@@ -99,7 +99,7 @@ def test_install_sh_gpu_hands_pip_the_lock_unless_switched_off(tmp_path, switch)
         'case "$*" in\n'
         '  "-m pip install --upgrade pip") exit 0 ;;\n'
         '  "-m pip install -e .[gpu,test]") cp "$PIP_CONSTRAINT" "$RECORD"; exit 0 ;;\n'
-        "  *sys.version_info*) echo py312 ;;\n"
+        "  *sys.version_info*) echo 3.12 ;;\n"
         "  *gpu_driver*) exit 0 ;;\n"
         '  *) echo "unexpected: python $*" >&2; exit 1 ;;\n'
         "esac\n"

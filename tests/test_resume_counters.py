@@ -141,7 +141,7 @@ def test_a_resumed_launch_leaves_each_step_in_the_metrics_files_once(tmp_path, m
     for step in (2, 3):  # the resumed launch runs step 2 again, then step 3
         tracking.log(data={"val/accuracy": step / 10}, step=step)
     tracking.finish()
-    assert "steps [2] logged by an interrupted launch after its last checkpoint" in capsys.readouterr().out
+    assert "steps [2] logged by an earlier launch are dropped" in capsys.readouterr().out
     concatenated = [row["step"] for path in metrics_files(run) for row in read_metric_rows(path)]
     assert concatenated == [0, 1, 2, 3]
     assert [json.loads(line)["step"] for line in (run / "metrics.1.jsonl").read_text().splitlines()] == [0, 1]

@@ -7,6 +7,7 @@ What it holds:
 - `config`: the composed Hydra config → one full, validated verl config per policy; `ConfigError`;
   `value_ranges`: the types and ranges of the verl values each policy passes, and the seed;
   `run_folders`: a run folder this user can create, checked before Hydra makes its log folder in it;
+  `model_context`: a policy's model's context (its ``config.json``, RoPE scaling applied) against its lengths;
 - what verl 0.9.1 lacks, registered by importing `extensions` (verl imports it in every Ray worker
   through ``VERL_USE_EXTERNAL_MODULES``): the CPU platform (`cpu_platform`), the HF rollout
   (`hf_replica` on the driver, `hf_server` the generation actor with `hf_sampling`, `hf_adapter`

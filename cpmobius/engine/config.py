@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import json
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -27,6 +26,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import DictConfig, OmegaConf
 
+from cpmobius.engine.model_context import context_problem
 from cpmobius.engine.naming import POLICY_NAME_KEY, validate_policy_name
 from cpmobius.engine.run_name import register_run_name
 from cpmobius.engine.value_ranges import field_type_problem, range_problem, run_value_problem
@@ -188,82 +188,16 @@ def validate_run_config(cfg: DictConfig) -> None:
         raise ConfigError(problem)
 
 
-def read_model_context(model_path: str, override_config: Optional[dict] = None) -> Optional[tuple[int, str]]:
-    """The context (prompt + response tokens) of the model at ``model_path``, and where it was read.
-
-    Read from ``{model_path}/config.json``, or for a hub id from the local Hugging Face cache (never
-    the network): ``max_position_embeddings`` (of ``text_config`` when nested), with
-    ``override_config`` (verl's ``model.override_config``) over it. A RoPE scaling factor multiplies
-    it as vLLM does (``yarn``: ``original_max_position_embeddings`` × factor; ``llama3``/``longrope``
-    state the scaled length already).
-
-    Returns:
-        ``(tokens, source)``, or None when no config is found (e.g. before ``models fetch``).
-    """
-    folder = Path(str(model_path)).expanduser()
-    source: Optional[Path] = folder / "config.json" if (folder / "config.json").is_file() else None
-    if source is None and not folder.exists():
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            cached = try_to_load_from_cache(str(model_path), "config.json")
-            source = Path(cached) if isinstance(cached, str) else None
-        except Exception:  # not a valid repo id: nothing cached under that name
-            source = None
-    if source is None:
-        return None
-    try:
-        config = json.loads(source.read_text())
-    except (OSError, ValueError):
-        return None
-    if "max_position_embeddings" not in config and isinstance(config.get("text_config"), dict):
-        config = config["text_config"]
-    config = {**config, **dict(override_config or {})}
-    context = config.get("max_position_embeddings")
-    if not isinstance(context, int) or context < 1:
-        return None
-    rope = config.get("rope_scaling") or {}
-    rope_type = rope.get("rope_type", rope.get("type"))
-    if rope.get("factor") and rope_type not in ("su", "longrope", "llama3"):
-        base = rope.get("original_max_position_embeddings", context) if rope_type == "yarn" else context
-        context = int(base * float(rope["factor"]))
-    return context, str(source)
-
-
 def check_context_fits(pcfg: DictConfig, name: str = "") -> None:
-    """The policy's prompt + response budget (and the Coach warm-up's length) must fit its model's context.
-
-    The context is the model's ``config.json`` (`read_model_context`); before the folder exists
-    (a hub id not yet downloaded, a preset not yet fetched) it is ``model.context_tokens`` when the
-    model group states one, else the check is skipped.
+    """The policy's prompt + response budget (and the Coach warm-up's length) must fit its model's context
+    (`cpmobius.engine.model_context.context_problem`).
 
     Raises:
-        ConfigError: naming the length keys, their sum and the model's context.
+        ConfigError: naming the length keys, their sum, the model's context and the overrides that make it fit.
     """
-    arr = pcfg.actor_rollout_ref
-    override = OmegaConf.to_container(arr.model.get("override_config") or {}, resolve=True)
-    found = read_model_context(str(arr.model.path), override)
-    stated = (pcfg.get("model") or {}).get("context_tokens")
-    if found is None and stated is not None:
-        found = (int(stated), "model.context_tokens")
-    if found is None:
-        return
-    context, source = found
-    prefix = f"{name}.verl" if name else "actor_rollout_ref"
-    prompt, response = int(arr.rollout.prompt_length), int(arr.rollout.response_length)
-    if prompt + response > context:
-        raise ConfigError(
-            f"data.max_prompt_length + {prefix}.rollout.response_length (data.max_response_length unless set per "
-            f"policy): {prompt} + {response} = {prompt + response} tokens exceed the context of the "
-            f"{name or 'policy'}'s model, {context} tokens ({source}); lower them, or extend RoPE in "
-            "actor_rollout_ref.model.override_config.rope_scaling"
-        )
-    warmup = pcfg.get("warmup")
-    if name == "coach" and warmup is not None and warmup.get("enabled") and int(warmup.max_length) > context:
-        raise ConfigError(
-            f"warmup.max_length: {warmup.max_length} tokens exceed the Coach model's context, "
-            f"{context} tokens ({source})"
-        )
+    problem = context_problem(pcfg, name)
+    if problem:
+        raise ConfigError(problem)
 
 
 def validate_policy_config(pcfg: DictConfig, name: str = "") -> None:

@@ -226,6 +226,19 @@ def override_as_typed(reference: DictConfig, key: str, value: str) -> str:
     return f"{key}={value}" if found is not missing else f"++{key}={value}"
 
 
+def policy_keys(cfg: DictConfig, names: list[str], path: str) -> list[str]:
+    """The keys that set verl's ``actor_rollout_ref.<path>`` for the policies ``names`` on a command line, each once:
+    a policy's own ``<name>.verl.<path>`` where its delta sets it (the delta wins over the shared key), else the
+    shared ``actor_rollout_ref.<path>``."""
+    missing, keys = object(), []
+    for name in names:
+        own = f"{name}.verl.{path}"
+        found = OmegaConf.select(cfg, own, default=missing, throw_on_resolution_failure=False)
+        key = own if found is not missing else f"{POLICY_BASE}.{path}"
+        keys += [] if key in keys else [key]
+    return keys
+
+
 def compose_reference(group_overrides: list[str], compose: Callable[[list[str]], DictConfig]) -> DictConfig:
     """The config the group choices alone compose to.
 
@@ -250,7 +263,7 @@ def describe_hydra_error(error: BaseException, overrides: list[str]) -> str:
         if options is not None and f"'{override.key_or_group}/" in text:
             value = override.value()
             near = _nearest(str(value), options)
-            hint = f"did you mean {near}? " if near else ""
+            hint = f"did you mean {override.key_or_group}={near}? " if near else ""  # the override to type
             return f"{override.key_or_group}={value}: no such option ({hint}options: {', '.join(options)})"
     first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
     for override in parse_overrides(overrides):

@@ -46,6 +46,7 @@ get a second BOS from the engine's tokenizer.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -277,9 +278,12 @@ def load_benchmark(
             path = next((p for p in candidates if p.is_file()), candidates[0])
         path = Path(path)
         if not path.is_file():
+            read_from = shlex.quote(
+                str(data_dir if data_dir is not None else local_data_dir())
+            )  # where fetched ones land
             raise FileNotFoundError(
                 f"benchmark {name!r}: no file {path}. Fetch the benchmarks with `python scripts/fetch_benchmarks.py "
-                f"--out data/eval` (from the Hugging Face hub), load them from the hub with --source hub, give "
+                f"--out {read_from}` (from the Hugging Face hub), load them from the hub with --source hub, give "
                 f"--data-dir DIR or --data-file {name}=PATH, or try the pipeline on the built-in --benchmarks demo"
             )
         rows = _read_file(name, path, allow_duplicate_ids)

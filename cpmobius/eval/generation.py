@@ -378,7 +378,8 @@ def make_generator(model: str, sampling: SamplingSettings, backend: str = "auto"
     if backend == "vllm" or (backend == "auto" and vllm_available()):
         if not vllm_available():
             raise ValueError(
-                "backend=vllm but vllm cannot be imported (pip install 'cpmobius[gpu]'), or use backend=hf"
+                "--backend vllm, but vllm cannot be imported: install it (bash scripts/install.sh gpu), "
+                "or use --backend hf"
             )
         keys = (
             "tensor_parallel_size",

@@ -21,6 +21,7 @@ import importlib
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -65,8 +66,8 @@ def ensure_converter_packages(say: Callable[[str], None] = print_line, wheel_dir
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
         raise DownloadError(
-            f"cannot install {' '.join(missing)} ({last}); without a network, put its wheel "
-            "(`pip download --no-deps gguf==0.19.0`) in the --from-wheels folder or `pip install` it"
+            f"cannot install {' '.join(missing)} ({last}); without a network, put their wheels "
+            f"(`pip download --no-deps {shlex.join(missing)}`) in the --from-wheels folder or `pip install` them"
         )
     importlib.invalidate_caches()
     try:  # transformers caches "is gguf available" per process
