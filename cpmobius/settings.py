@@ -8,15 +8,14 @@ driver calls it first, before anything reads ``trainer.total_training_steps``.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from cpmobius.engine.config import MAIN_CONFIG, ConfigError, validate_run_config
-from cpmobius.engine.known_keys import unknown_key_message
+from cpmobius.engine.config import ConfigError, validate_run_config
+from cpmobius.engine.config_sections import default, read_section
 from cpmobius.prompts import ANSWER_FORMATS
 
 # player.vote: the grading modes of `cpmobius.grading` (its `MODES`; not imported here, to keep config checks light).
@@ -39,22 +38,8 @@ VALIDATION_METRICS = ("greedy", "expected")
 CHALLENGER_FORMATS = ("plain", "tags")
 RZERO_UNCERTAINTIES = ("code", "paper")
 
-
 # The defaults of every method key live in one place, configs/cpmobius.yaml; the dataclasses below read
 # theirs from it (`default`), so a test or notebook that builds them runs the command line's defaults.
-_ABSENT = object()
-
-
-def default(key: str) -> Any:
-    """The default of method key ``key`` (e.g. ``"filter.quota"``): its value in ``configs/cpmobius.yaml``.
-
-    Raises:
-        KeyError: the key is not in that file (every method key must be, with its comment).
-    """
-    value = OmegaConf.select(MAIN_CONFIG, key, default=_ABSENT)
-    if value is _ABSENT:
-        raise KeyError(f"{key}: no default in configs/cpmobius.yaml")
-    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
 
 
 def trains_player_alone(method: str) -> bool:
@@ -372,42 +357,6 @@ class Settings:
     method: MethodSettings = field(default_factory=MethodSettings)
 
 
-_SIMPLE_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
-
-
-def _check_type(key: str, annotation: str, value: Any) -> None:
-    optional = annotation.startswith("Optional[")
-    base = annotation[len("Optional[") : -1] if optional else annotation
-    if base not in _SIMPLE_TYPES or (optional and value is None):
-        return
-    allowed = _SIMPLE_TYPES[base]
-    if not isinstance(value, allowed) or (base != "bool" and isinstance(value, bool)):
-        raise ConfigError(f"{key}: expected {annotation}, got {value!r}")
-    if base == "float" and not math.isfinite(value):  # inf passed every ">= x" check (warmup.lr=inf trained)
-        raise ConfigError(f"{key}: expected a finite number, got {value!r}")
-
-
-def _section(cfg: DictConfig, key: str, cls: type) -> Any:
-    node = OmegaConf.to_container(cfg[key], resolve=True) if key in cfg else {}
-    known = {f.name: f for f in fields(cls)}
-    node.pop("verl", None)
-    unknown = sorted(set(node) - set(known))
-    if unknown:
-        raise ConfigError(unknown_key_message(f"{key}.{unknown[0]}", [key, unknown[0]], 1, sorted(known)))
-    for name, value in node.items():
-        _check_type(f"{key}.{name}", str(known[name].type), value)
-    if key == "player" and isinstance(node.get("rollback"), dict):
-        for name, value in node["rollback"].items():
-            rollback_field = {f.name: f for f in fields(RollbackSettings)}.get(name)
-            if rollback_field is None:
-                known_names = [f.name for f in fields(RollbackSettings)]
-                raise ConfigError(
-                    unknown_key_message(f"player.rollback.{name}", ["player", "rollback", name], 2, known_names)
-                )
-            _check_type(f"player.rollback.{name}", str(rollback_field.type), value)
-    return cls(**node)
-
-
 def load_settings(cfg: DictConfig) -> Settings:
     """Build and validate every stage's settings from the composed config, and its ``trainer``/``data`` keys.
 
@@ -416,12 +365,12 @@ def load_settings(cfg: DictConfig) -> Settings:
     """
     validate_run_config(cfg)
     settings = Settings(
-        coach=_section(cfg, "coach", CoachSettings),
-        player=_section(cfg, "player", PlayerSettings),
-        filter=_section(cfg, "filter", FilterSettings),
-        validation=_section(cfg, "validation", ValidationSettings),
-        warmup=_section(cfg, "warmup", WarmupSettings),
-        method=_section(cfg, "method", MethodSettings),
+        coach=read_section(cfg, "coach", CoachSettings),
+        player=read_section(cfg, "player", PlayerSettings, nested={"rollback": RollbackSettings}),
+        filter=read_section(cfg, "filter", FilterSettings),
+        validation=read_section(cfg, "validation", ValidationSettings),
+        warmup=read_section(cfg, "warmup", WarmupSettings),
+        method=read_section(cfg, "method", MethodSettings),
     )
     _require(
         settings.method.name != "ttrl" or settings.player.n <= settings.method.votes,
