@@ -24,6 +24,7 @@ from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt, resolve_answer_instruction
 from cpmobius.rewards import (
     coach_advantages,
+    coach_delta_t,
     coach_rewards,
     grpo_advantages,
     player_token_rewards,
@@ -196,13 +197,25 @@ class CoachPlayerLoop:
     def update_coach(self, kept: KeptProblems, delta_t: float) -> dict[str, float]:
         """REINFORCE on the kept problems' Coach rows with R_i (`cpmobius.rewards.coach_rewards`).
 
-        Skipped when Δt == 0 (released code) or ``coach.update`` is false.
+        Skipped when the reward's Δt is 0 (released code) or ``coach.update`` is false. # CPMöbius: with
+        ``coach.delta_t_source`` other than ``measured`` (an ablation) R_i multiplies a replaced Δt
+        (`cpmobius.rewards.coach_delta_t`), logged as ``coach/delta_t`` (and the step it was measured at as
+        ``coach/delta_t_step``); the update is otherwise the same.
         """
         cs, n = self.settings.coach, self.settings.player.n
         if self.coach is None or kept.coach_batch is None:  # no Coach, or problems no Coach row rewards (R-Zero)
             return {}
-        if not cs.update or delta_t == 0.0:
+        if not cs.update:
             return {"coach/updated": 0.0}
+        earlier = self.state.delta_t_history[: self.state.step]  # steps 1 … t−1, checkpointed in the loop state
+        delta_t, from_step = coach_delta_t(
+            cs.delta_t_source, delta_t, earlier, int(self.cfg.seed), cs.delta_t_constant, cs.delta_t_noise_sd
+        )
+        used = {"coach/delta_t": delta_t} if cs.delta_t_source != "measured" else {}  # an ablation's Δt, logged
+        if used and from_step is not None:
+            used["coach/delta_t_step"] = float(from_step)
+        if delta_t == 0.0:
+            return {"coach/updated": 0.0, **used}
         player_adv, player_mask = kept.player_batch.batch["advantages"], kept.player_batch.batch["response_mask"]
         mean_adv = [
             token_weighted_mean_advantage(player_adv[i * n : (i + 1) * n], player_mask[i * n : (i + 1) * n])
@@ -219,6 +232,7 @@ class CoachPlayerLoop:
             **metrics.prefixed(update_metrics, "coach"),
             "coach/updated": 1.0,
             "coach/reward_mean": sum(rewards) / len(rewards),
+            **used,
         }
 
     def maybe_roll_back(self, score: float) -> dict[str, float]:

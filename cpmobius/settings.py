@@ -24,6 +24,8 @@ VOTES = ("cpmobius", "released")
 PLAYER_REWARDS = ("pseudo_label", "random")
 
 COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
+# coach.delta_t_source: the Δt that R_i multiplies; all but "measured" are ablations (`cpmobius.rewards.coach_delta_t`).
+DELTA_T_SOURCES = ("measured", "constant", "noise", "shuffled")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
 # filter.label_from: which rollouts may label a group (`cpmobius.difficulty_filter.assign_pseudo_labels`).
 LABEL_SOURCES = ("all", "answered")
@@ -77,12 +79,29 @@ class CoachSettings:
     # Reject a candidate the world cannot read as one of its problems (reason "off_world"): only a world that
     # defines its problems has this check (the toy world, `cpmobius.toy.world.problem_difficulty`).
     world_problems_only: bool = default("coach.world_problems_only")
+    # Ablations of the Δt in R_i (`cpmobius.rewards.coach_delta_t`): "measured" (the method: the Player's Δt),
+    # "constant" (delta_t_constant every step), "noise" (a fresh N(0, delta_t_noise_sd²) each step) or
+    # "shuffled" (the measured Δt of a uniformly random earlier step). Both values are fractions, as val/delta_t.
+    delta_t_source: str = default("coach.delta_t_source")
+    delta_t_constant: Optional[float] = default("coach.delta_t_constant")
+    delta_t_noise_sd: Optional[float] = default("coach.delta_t_noise_sd")
 
     def __post_init__(self) -> None:
         _require(bool(self.instruction.strip()), "coach.instruction", "must not be empty")
         _require(self.max_problem_chars > 0, "coach.max_problem_chars", "must be positive")
         _require(0.0 < self.duplicate_similarity <= 1.0, "coach.duplicate_similarity", "must be in (0, 1]")
         _require_choice(self.reward, COACH_REWARDS, "coach.reward")
+        _require_choice(self.delta_t_source, DELTA_T_SOURCES, "coach.delta_t_source")
+        for source, key in (("constant", "delta_t_constant"), ("noise", "delta_t_noise_sd")):
+            _require(
+                (self.delta_t_source == source) == (getattr(self, key) is not None),
+                f"coach.{key}",
+                f"set it exactly when coach.delta_t_source={source} (got delta_t_source={self.delta_t_source!r})",
+            )
+        _require(
+            self.delta_t_constant != 0.0, "coach.delta_t_constant", "0 never updates the Coach: coach.update=false"
+        )
+        _require(self.delta_t_noise_sd is None or self.delta_t_noise_sd > 0.0, "coach.delta_t_noise_sd", "must be > 0")
 
 
 @dataclass
@@ -388,6 +407,12 @@ def load_settings(cfg: DictConfig) -> Settings:
         "coach.world_problems_only",
         "needs a world that defines its problems (validation.dataset=toy), "
         f"got validation.dataset={settings.validation.dataset!r}: set coach.world_problems_only=false",
+    )
+    _require(
+        settings.coach.delta_t_source == "measured" or (settings.method.name == "cpmobius" and settings.coach.update),
+        "coach.delta_t_source",
+        f"{settings.coach.delta_t_source} replaces the Δt of the CPMöbius Coach's reward: it needs method=cpmobius and "
+        f"coach.update=true, got method={settings.method.name} coach.update={settings.coach.update}",
     )
     low, high = settings.filter.count_band(settings.player.n)
     _require(
