@@ -180,7 +180,8 @@ class FilterSettings:
     # first, so they need no Coach wake (two engine switches fewer each). Unused ones are dropped at the
     # step's end. 0 = the released behaviour (one Coach batch per attempt, exactly its count).
     coach_reserve: float = default("filter.coach_reserve")
-    # Attempts (Coach batch → Player rollouts → vote) per step before the shortfall policy applies.
+    # Attempts (Coach batch → Player rollouts → vote) per step before the shortfall policy applies: far above what
+    # a step needs, so that the filter resamples until the quota is full (the released loop's, unbounded).
     max_attempts: int = default("filter.max_attempts")
     # What to do when the quota is not met: "train_on_fewer", "skip_step" or "error".
     on_shortfall: str = default("filter.on_shortfall")

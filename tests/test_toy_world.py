@@ -141,6 +141,8 @@ def _toy_rows(steps: range, offset: float = 0.0) -> list[tuple[int, dict]]:
                 {
                     "val/delta_t": 0.01,
                     "filter/kept_frac": 0.5,
+                    "filter/kept": 8 if step % 2 else 6,
+                    "filter/quota_met": float(step % 2),
                     "filter/pass_rate_mean": 0.4,
                     "filter/kept_pass_rate_mean": 0.5,
                     "pseudo_label/accuracy": 0.8,
@@ -223,6 +225,8 @@ def test_benchmark_summary_and_table(tmp_path, load_script):
     table = bench.format_table({"full": full, "no_filter": variant, "no_warmup": []})
     # gain 0.115 ± sd(0.09, 0.14)/sqrt 2 = 0.0354/1.414 = 0.025; difference 0.04 ± 0.01 (> 2 SE)
     assert "| full | 2 |" in table and "+0.115 ± 0.025" in table and "+0.040 ± 0.010 (> 2 SE)" in table
+    # steps 1-10 keep 8, 6, 8, ...: 7.0 a step, 5 of 10 steps at the quota
+    assert table.splitlines()[2].endswith("| 7.0 (0.50) |")
     assert "no_warmup" not in table
     off = bench.format_off_levels(
         {"full": full, "no_filter": [{**variant[0], "coach_other_last3": 0.9}], "no_warmup": []}
