@@ -184,10 +184,11 @@ class CoachPlayerLoop:
     def validate(self) -> tuple[float, dict[str, float]]:
         """Validation accuracy after the Player update, and Δt against the score before it."""
         result = self._measure_validation()
-        delta_t = self.delta.update(result.accuracy)
+        delta_t = self.delta.update(result.accuracy, result.accuracy_se)
         self.state.delta_t_history.append(delta_t)
         return delta_t, {
             **self._accuracy_metrics(result),
+            **metrics.delta_t_noise_metrics(delta_t, result.accuracy_se, self.delta.delta_se),
             "val/response_length_mean": result.mean_response_tokens,
             "val/truncated_frac": result.truncated_frac,
             **{f"val/sampling/{key}": value for key, value in result.sampling.items()},
@@ -267,7 +268,7 @@ class CoachPlayerLoop:
                     self.player.load(str(best_dir.resolve()))
                     state.rollbacks += 1
                     restored = self._measure_validation()
-                    self.delta.start(restored.accuracy)
+                    self.delta.start(restored.accuracy, restored.accuracy_se)
                     step_metrics["player/restored_val"] = restored.accuracy
         return {**step_metrics, "player/rollbacks": state.rollbacks, "player/best_val": state.best_val}
 
@@ -281,12 +282,13 @@ class CoachPlayerLoop:
                 self.validating_step_0 = True  # the interrupt line names this phase (main.describe_interrupt)
                 result = self._measure_validation()
                 self.validating_step_0 = False
-            self.delta.start(result.accuracy)
+            self.delta.start(result.accuracy, result.accuracy_se)
             if self.settings.player.rollback.enabled:
                 # Released code: the running best starts at V₀; the initial Player is the first best.
                 self.state.best_val = result.accuracy
                 checkpoint.save_best_policy(self.output_dir / "best_player", self.player, result.accuracy, 0)
-            self._log({**self._accuracy_metrics(result), **self._timing_metrics()}, step=0)
+            noise = metrics.delta_t_noise_metrics(0.0, result.accuracy_se, None)
+            self._log({**self._accuracy_metrics(result), **noise, **self._timing_metrics()}, step=0)
         while self.state.step < total:
             started, marks = time.perf_counter(), op_marks(self.policies)
             step_metrics = self.step()

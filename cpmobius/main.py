@@ -218,7 +218,8 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     try:
         loop = build_loop(cfg, settings=settings, configs=configs)
         method, validation = loop.settings.method.name, loop.settings.validation
-        columns = table_columns(method, validation.metric == "expected", validation.dataset == "toy")
+        sampled = validation.metric != "expected" and not validation.greedy and validation.samples_per_problem > 1
+        columns = table_columns(method, validation.metric == "expected", validation.dataset == "toy", sampled)
         loop.logger = Loggers(make_tracking(cfg), StepTable(columns))
         state = loop.fit()
         kept = "checkpoints and problem archive" if method == "cpmobius" else "checkpoints"

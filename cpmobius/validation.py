@@ -14,10 +14,15 @@ counted wrong), as in the training vote (`cpmobius.difficulty_filter`): its text
 hold an earlier, retracted box; ``validation.metric=expected`` (toy world, off by default) feeds Δt
 the teacher-forced probability of the canonical correct response instead of a decoded pass
 (`expected_accuracy`).
+
+Sampling noise: a sampled avg@k pass (k ≥ 2) carries its standard error, estimated from its own samples
+(`sampling_standard_error`), and `DeltaTracker` the standard error of Δt from the two passes it subtracts, so a run
+logs how far Δt stands above its noise (``val/delta_t_snr``; paper's 83 AMC problems × 10 samples: ``toy_paper_noise``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -105,6 +110,8 @@ class ValidationResult:
     # validation.metric=expected: accuracy and correct_per_problem are the expected ones, these the greedy pass's
     greedy_accuracy: Optional[float] = None
     greedy_per_problem: Optional[list[float]] = None
+    # a sampled avg@k pass with k >= 2: the standard error of `accuracy` over its samples (`sampling_standard_error`)
+    accuracy_se: Optional[float] = None
 
     @property
     def mean_response_tokens(self) -> float:
@@ -169,7 +176,29 @@ def measure_accuracy(
     if expected is not None:
         result.greedy_accuracy, result.greedy_per_problem = result.accuracy, result.correct_per_problem
         result.accuracy, result.correct_per_problem = sum(expected) / len(expected), expected
+    elif not settings.greedy:
+        result.accuracy_se = sampling_standard_error(per_problem, k)
     return result
+
+
+def sampling_standard_error(per_problem: list[float], k: int) -> Optional[float]:
+    """The standard error of an avg@k accuracy from its own samples: the noise of resampling the responses to the
+    same problems (a fixed validation set, as Δt compares two passes over it).
+
+    Problem i's share correct p̂_i has the estimated variance p̂_i (1 − p̂_i) / (k − 1) (the unbiased sample variance
+    of its k 0/1 scores, over k); the accuracy, their mean over P problems, has SE = sqrt(Σ_i p̂_i (1 − p̂_i) /
+    (k − 1)) / P. 83 problems × 10 samples with every p̂_i = 0.5: sqrt(83 × 0.25 / 9) / 83 = 0.0183.
+
+    Args:
+        per_problem: (P,) each problem's share of correct samples.
+        k: samples per problem.
+
+    Returns:
+        The standard error (a fraction), or None for k < 2 (one sample per problem gives no estimate).
+    """
+    if k < 2 or not per_problem:
+        return None
+    return math.sqrt(sum(p * (1.0 - p) for p in per_problem) / (k - 1)) / len(per_problem)
 
 
 def expected_accuracy(
@@ -222,15 +251,19 @@ class DeltaTracker:
     def __init__(self, ema_decay: Optional[float] = None) -> None:
         self.ema_decay = ema_decay
         self.reference: Optional[float] = None  # the (smoothed) score before the next step
+        self.reference_se: Optional[float] = None  # its sampling standard error, where the pass had one
         self.history: list[float] = []  # raw scores, one per pass
+        # Δt's standard error after the last `update`: sqrt(SE_before² + SE_after²) (two independent passes), or
+        # None (a pass without an SE, or EMA smoothing)
+        self.delta_se: Optional[float] = None
 
-    def start(self, score: float) -> None:
-        """Record the score before the first step (or after a rollback: the new reference)."""
+    def start(self, score: float, se: Optional[float] = None) -> None:
+        """Record the score before the first step (or after a rollback: the new reference), and its standard error."""
         self.history.append(score)
-        self.reference = score
+        self.reference, self.reference_se = score, se
 
-    def update(self, score: float) -> float:
-        """Record the score after a Player update and return Δt (a fraction).
+    def update(self, score: float, se: Optional[float] = None) -> float:
+        """Record the score after a Player update (``se``: its standard error, or None) and return Δt (a fraction).
 
         Raises:
             RuntimeError: when `start` was never called.
@@ -240,12 +273,21 @@ class DeltaTracker:
         self.history.append(score)
         smoothed = score if self.ema_decay is None else self.ema_decay * self.reference + (1 - self.ema_decay) * score
         delta_t = smoothed - self.reference
-        self.reference = smoothed
+        known = se is not None and self.reference_se is not None and self.ema_decay is None
+        self.delta_se = math.hypot(se, self.reference_se) if known else None
+        self.reference, self.reference_se = smoothed, se
         return delta_t
 
     def state_dict(self) -> dict:
-        return {"ema_decay": self.ema_decay, "reference": self.reference, "history": list(self.history)}
+        return {
+            "ema_decay": self.ema_decay,
+            "reference": self.reference,
+            "reference_se": self.reference_se,
+            "history": list(self.history),
+        }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore the reference score and history; the configured ``ema_decay`` stays as configured."""
+        """Restore the reference score, its standard error (None in checkpoints from before it was kept) and the
+        history; the configured ``ema_decay`` stays as configured."""
         self.reference, self.history = state["reference"], list(state["history"])
+        self.reference_se = state.get("reference_se")
