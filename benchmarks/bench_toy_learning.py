@@ -147,8 +147,10 @@ def summarize_run(run_dir: Path) -> dict[str, float]:
         values = series(steps, key)[1]
         row[f"{name}_first3"] = statistics.fmean(values[:3]) if values else float("nan")
         row[f"{name}_last3"] = statistics.fmean(values[-3:]) if values else float("nan")
-    # The greedy pass beside an expected-accuracy validation (validation.metric=expected), and each level's gain.
-    for key, name in (("val/accuracy_greedy", "greedy"), *((f"val/accuracy/d{k}", f"level{k}") for k in range(5))):
+    # The greedy pass beside an expected-accuracy validation (validation.metric=expected), the out-of-distribution
+    # set's (validation.ood_dataset), and each level's gain.
+    gains = (("val/accuracy_greedy", "greedy"), ("val/ood_accuracy", "ood"))
+    for key, name in (*gains, *((f"val/accuracy/d{k}", f"level{k}") for k in range(5))):
         values = series(steps, key)[1]
         row[f"{name}_gain_last3"] = statistics.fmean(values[-3:]) - values[0] if len(values) > 1 else float("nan")
     return row
@@ -211,10 +213,13 @@ def _mean_cell(rows: list[dict[str, float]], key: str, spec: str) -> str:
 
 def format_details(results: dict[str, list[dict[str, float]]]) -> str:
     """A markdown table of the gains (last 3 − step 0) the main table leaves out, mean ± SE over seeds and full −
-    variant paired by seed: the greedy pass's (validation.metric=expected runs) and each level's; "—" where not
-    logged."""
-    keys = ["greedy_gain_last3", *(f"level{k}_gain_last3" for k in range(5))]
-    lines = ["| variant | greedy | level 0 | level 1 | level 2 | level 3 | level 4 |", "|---|---|---|---|---|---|---|"]
+    variant paired by seed: the greedy pass's (validation.metric=expected runs), the out-of-distribution set's
+    (``val/ood_accuracy``) and each level's; "—" where not logged."""
+    keys = ["greedy_gain_last3", "ood_gain_last3", *(f"level{k}_gain_last3" for k in range(5))]
+    lines = [
+        "| variant | greedy | ood | level 0 | level 1 | level 2 | level 3 | level 4 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     full = {r["seed"]: r for r in results.get("full", [])}
     for variant, rows in results.items():
         cells = []

@@ -33,7 +33,7 @@ from cpmobius.rewards import (
 )
 from cpmobius.rzero import RZeroSchedule
 from cpmobius.settings import Settings
-from cpmobius.validation import DeltaTracker, load_validation_set, measure_accuracy
+from cpmobius.validation import DeltaTracker, load_ood_set, load_validation_set, measure_accuracy
 
 STAGES = ("coach", "difficulty_filter", "player_update", "validation", "coach_update", "rollback")
 
@@ -54,6 +54,8 @@ class CoachPlayerLoop:
         val_set: the validation set, when already loaded (the driver loads it before starting Ray).
         difficulty_of: optional function problem text → difficulty level or None, for the per-difficulty
             metrics (`metrics.difficulty_metrics`; the driver passes the toy world's classifier).
+        ood_set: the out-of-distribution set scored beside validation, when already loaded (else
+            ``validation.ood_dataset``'s, or none).
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class CoachPlayerLoop:
         ground_truth: Any = None,
         val_set: Any = None,
         difficulty_of: Any = None,
+        ood_set: Any = None,
     ):
         self.cfg = cfg
         self._settings = settings
@@ -76,6 +79,7 @@ class CoachPlayerLoop:
         self.difficulty_of = difficulty_of
         self.output_dir = Path(cfg.trainer.default_local_dir)
         self.val_set = val_set if val_set is not None else load_validation_set(settings.validation)
+        self.ood_set = ood_set if ood_set is not None else load_ood_set(settings.validation)
         self.delta = DeltaTracker(settings.validation.ema_decay)
         # One Player prompt for rollouts, prompt-length checks and validation (no train/eval prompt drift); the \boxed{}
         # instruction resolved once from the Player's chat template (player.answer_format).
@@ -183,7 +187,7 @@ class CoachPlayerLoop:
 
     def validate(self) -> tuple[float, dict[str, float]]:
         """Validation accuracy after the Player update, and Δt against the score before it."""
-        result = self._measure_validation()
+        result = self._measure_validation(ood=True)
         delta_t = self.delta.update(result.accuracy, result.accuracy_se)
         self.state.delta_t_history.append(delta_t)
         return delta_t, {
@@ -280,7 +284,7 @@ class CoachPlayerLoop:
         if not self.try_resume():
             with self.timed("validation"):
                 self.validating_step_0 = True  # the interrupt line names this phase (main.describe_interrupt)
-                result = self._measure_validation()
+                result = self._measure_validation(ood=True)
                 self.validating_step_0 = False
             self.delta.start(result.accuracy, result.accuracy_se)
             if self.settings.player.rollback.enabled:
@@ -360,16 +364,20 @@ class CoachPlayerLoop:
         names = [stage for stage, _, _ in self.stages.intervals[mark:]]
         return [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
 
-    def _measure_validation(self) -> Any:
-        """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted."""
-        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.player_prompt)
-        self._count_tokens("validation", result.response_tokens)
+    def _measure_validation(self, ood: bool = False) -> Any:
+        """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted; with ``ood``,
+        the out-of-distribution set's too (every step, not a rollback's re-validation)."""
+        ood_set = self.ood_set if ood else None
+        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.player_prompt, ood_set)
+        self._count_tokens("validation", result.response_tokens + result.ood_response_tokens)
         return result
 
     def _accuracy_metrics(self, result: Any) -> dict[str, float]:
         """``val/accuracy`` (what Δt is measured on) and, with ``validation.metric=expected``, the greedy pass's
         ``val/accuracy_greedy``; per difficulty level where the world knows it (`metrics.accuracy_by_level`)."""
         found = {"val/accuracy": result.accuracy}
+        if result.ood_accuracy is not None:
+            found["val/ood_accuracy"] = result.ood_accuracy
         greedy = result.greedy_per_problem is not None
         if greedy:
             found["val/accuracy_greedy"] = result.greedy_accuracy

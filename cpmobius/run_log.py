@@ -51,13 +51,16 @@ RZERO_TABLE_COLUMNS = (
 )
 
 
-def table_columns(method: str, greedy_beside: bool = False, levels: bool = False, snr: bool = False) -> tuple:
+def table_columns(
+    method: str, greedy_beside: bool = False, levels: bool = False, snr: bool = False, ood: bool = False
+) -> tuple:
     """The step table's ``(metric key, format, label)`` columns for a run of ``method``.
 
     A CPMöbius run's table gains the greedy pass's accuracy beside ``val_acc`` when ``greedy_beside``
     (``validation.metric=expected``: ``val_acc`` is then the expected accuracy) and the mean level of the Coach's
     well-formed problems after ``valid`` when ``levels`` (the toy world, where a problem's level is known). With
-    ``snr`` (a sampled validation, k ≥ 2) every method's table shows |Δt| over its standard error after Δt.
+    ``snr`` (a sampled validation, k ≥ 2) every method's table shows |Δt| over its standard error after Δt, and
+    with ``ood`` (``validation.ood_dataset``) the out-of-distribution set's accuracy after the validation accuracies.
     """
     if method == "rzero":
         columns = list(RZERO_TABLE_COLUMNS)
@@ -70,9 +73,14 @@ def table_columns(method: str, greedy_beside: bool = False, levels: bool = False
             columns.insert(at, ("coach/difficulty_mean", "{:>7.2f}", "c_level"))
         if greedy_beside:
             columns.insert(2, ("val/accuracy_greedy", "{:>6.3f}", "greedy"))
-    if snr:  # after Δt, or after val_acc in the tables without a Δt column
-        at = 1 + next((i for i, (key, _, _) in enumerate(columns) if key == "val/delta_t"), 1)
-        columns.insert(at, ("val/delta_t_snr", "{:>5.2f}", "snr"))
+
+    def after(*keys: str) -> int:
+        return 1 + max(i for i, (key, _, _) in enumerate(columns) if key in keys)
+
+    if ood:
+        columns.insert(after("val/accuracy", "val/accuracy_greedy"), ("val/ood_accuracy", "{:>6.3f}", "ood"))
+    if snr:  # after Δt, or after the accuracies in the tables without a Δt column
+        columns.insert(after("val/accuracy", "val/ood_accuracy", "val/delta_t"), ("val/delta_t_snr", "{:>5.2f}", "snr"))
     return tuple(columns)
 
 

@@ -235,8 +235,13 @@ class ValidationSettings:
     # Δt from an exponential moving average of validation accuracy with this decay, or null for none
     # (released option proposer_ema, decay 0.99, off in every script).
     ema_decay: Optional[float] = default("validation.ema_decay")
-    # Seed of the toy validation set.
+    # Seed of the toy validation set (and of the toy out-of-distribution set).
     seed: int = default("validation.seed")
+    # An out-of-distribution set scored beside validation every step (val/ood_accuracy; never Δt): "toy_ood" (the
+    # toy world's arithmetic in forms the validation set never holds, `cpmobius.toy.ood`), a benchmark name or a
+    # JSONL path as for `dataset`, or null. Measured as `metric` says; its first `ood_size` (null = all; toy: 60).
+    ood_dataset: Optional[str] = default("validation.ood_dataset")
+    ood_size: Optional[int] = default("validation.ood_size")
 
     def __post_init__(self) -> None:
         _require(self.samples_per_problem >= 1, "validation.samples_per_problem", "must be >= 1")
@@ -263,6 +268,13 @@ class ValidationSettings:
         )
         _require(
             self.ema_decay is None or 0.0 < self.ema_decay < 1.0, "validation.ema_decay", "must be in (0, 1) or null"
+        )
+        _require(self.ood_size is None or self.ood_size >= 1, "validation.ood_size", "must be >= 1 or null")
+        _require(self.ood_dataset != self.dataset, "validation.ood_dataset", "is the validation set itself")
+        _require(
+            self.metric != "expected" or self.ood_dataset in (None, "toy_ood"),
+            "validation.ood_dataset",
+            f"validation.metric=expected scores it by canonical responses: toy_ood or null, got {self.ood_dataset!r}",
         )
 
 

@@ -23,7 +23,7 @@ logs how far Δt stands above its noise (``val/delta_t_snr``; paper's 83 AMC pro
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -50,6 +50,35 @@ class ValidationSet:
 
     def __len__(self) -> int:
         return len(self.problems)
+
+
+def load_ood_set(settings: ValidationSettings) -> Optional[ValidationSet]:
+    """The configured out-of-distribution set (``validation.ood_dataset``), or None without one.
+
+    ``toy_ood`` is the toy world's (`cpmobius.toy.ood`: its arithmetic in forms the validation set never holds,
+    ``ood_size`` problems, 60 by default); anything else is read as ``validation.dataset`` would be, its first
+    ``ood_size`` problems.
+
+    Raises:
+        ConfigError: naming ``validation.ood_dataset`` when its file is missing or malformed.
+    """
+    if settings.ood_dataset is None:
+        return None
+    if settings.ood_dataset == "toy_ood":
+        from cpmobius.toy.ood import OOD_SIZE, ood_problems
+        from cpmobius.toy.world import player_target
+
+        rows = ood_problems(settings.ood_size or OOD_SIZE, settings.seed)
+        ids = [f"toy-ood-{r.form}{r.depth}-{i}" for i, r in enumerate(rows)]
+        return ValidationSet(
+            "toy_ood", ids, [r.text for r in rows], [r.answer for r in rows], list(map(player_target, rows))
+        )
+    try:
+        return load_validation_set(
+            replace(settings, dataset=settings.ood_dataset, size=settings.ood_size, ood_dataset=None)
+        )
+    except ConfigError as error:
+        raise ConfigError(f"validation.ood_dataset ({settings.ood_dataset}): {error}") from error
 
 
 def load_validation_set(settings: ValidationSettings) -> ValidationSet:
@@ -112,6 +141,9 @@ class ValidationResult:
     greedy_per_problem: Optional[list[float]] = None
     # a sampled avg@k pass with k >= 2: the standard error of `accuracy` over its samples (`sampling_standard_error`)
     accuracy_se: Optional[float] = None
+    # the out-of-distribution set's accuracy, measured as `accuracy` is (`load_ood_set`), and its decoded tokens
+    ood_accuracy: Optional[float] = None
+    ood_response_tokens: int = 0
 
     @property
     def mean_response_tokens(self) -> float:
@@ -129,15 +161,18 @@ def measure_accuracy(
     val_set: ValidationSet,
     settings: ValidationSettings,
     prompt: PlayerPrompt = PlayerPrompt(),
+    ood_set: Optional[ValidationSet] = None,
 ) -> ValidationResult:
-    """The Player's avg@k accuracy on ``val_set`` (k = ``samples_per_problem``).
+    """The Player's avg@k accuracy on ``val_set`` (k = ``samples_per_problem``), and on ``ood_set`` when given.
 
     Uses the training prompt (``prompt``, the loop's `cpmobius.prompts.PlayerPrompt`), so training and
     validation render identically; samples with
     ``rollout.val_kwargs`` or greedily. A sample stopped at the length limit has no answer, as in
     training, and counts as wrong. With ``validation.metric=expected`` the result's ``accuracy`` and
     ``correct_per_problem`` are `expected_accuracy`'s, and the decoded pass's are ``greedy_accuracy`` and
-    ``greedy_per_problem``.
+    ``greedy_per_problem``. ``ood_set`` is measured as ``accuracy`` is: with ``expected`` by its expected accuracy
+    alone (no decoded pass, so scoring it draws no sample and leaves the run's sampling as it was), else by a
+    decoded pass of its own after the validation set's.
 
     Raises:
         cpmobius.grading.GradingError: when every answer of the pass failed to grade.
@@ -145,15 +180,38 @@ def measure_accuracy(
     """
     # CPMöbius: validation.metric=expected (`expected_accuracy`), scored before the decoded pass: the log-prob
     # pass puts the Player's engine to sleep, generating wakes it.
-    expected = expected_accuracy(player, val_set, prompt) if settings.metric == "expected" else None
+    expected = ood_expected = None
+    if settings.metric == "expected":
+        expected = expected_accuracy(player, val_set, prompt)
+        ood_expected = expected_accuracy(player, ood_set, prompt) if ood_set is not None else None
+    k = settings.samples_per_problem
+    per_problem, grades, tokens, sampling, truncated = _decoded_pass(player, val_set, settings, prompt)
+    result = ValidationResult(
+        sum(per_problem) / len(per_problem),
+        per_problem,
+        dict(grades.counts),
+        tokens,
+        sampling,
+        truncated=sum(bool(cut) for cut in truncated),
+    )
+    if ood_set is not None:
+        if ood_expected is None:
+            ood_expected, _, result.ood_response_tokens, _, _ = _decoded_pass(player, ood_set, settings, prompt)
+        result.ood_accuracy = sum(ood_expected) / len(ood_expected)
+    if expected is not None:
+        result.greedy_accuracy, result.greedy_per_problem = result.accuracy, result.correct_per_problem
+        result.accuracy, result.correct_per_problem = sum(expected) / len(expected), expected
+    elif not settings.greedy:
+        result.accuracy_se = sampling_standard_error(per_problem, k)
+    return result
+
+
+def _decoded_pass(player: TrainedPolicy, val_set: ValidationSet, settings: ValidationSettings, prompt: PlayerPrompt):
+    """One decoded pass over ``val_set``: (per-problem share correct (P,), grades, response tokens, the sampling
+    values used, (P·k,) truncated flags)."""
     k = settings.samples_per_problem
     player.activate()
-    batch = player.generate(
-        prompt.render(val_set.problems),
-        n=k,
-        validate=True,
-        greedy=settings.greedy,
-    )
+    batch = player.generate(prompt.render(val_set.problems), n=k, validate=True, greedy=settings.greedy)
     texts, truncated = player.decode_responses(batch)
     # CPMöbius: a truncated sample has no answer, as in the vote: the text cut at the
     # length limit may hold an earlier, retracted \boxed{} that the grader would otherwise read.
@@ -163,22 +221,8 @@ def measure_accuracy(
     check_batch(grades.results, context=f"validation on {val_set.name}")
     scores = [float(r.correct) for r in grades.results]
     per_problem = [sum(scores[i * k : (i + 1) * k]) / k for i in range(len(val_set))]
-    tokens = int(batch.batch["response_mask"].sum())
     sampling = dict(getattr(batch, "meta_info", {}).get("sampling", {}))
-    result = ValidationResult(
-        sum(per_problem) / len(per_problem),
-        per_problem,
-        dict(grades.counts),
-        tokens,
-        sampling,
-        truncated=sum(bool(cut) for cut in truncated),
-    )
-    if expected is not None:
-        result.greedy_accuracy, result.greedy_per_problem = result.accuracy, result.correct_per_problem
-        result.accuracy, result.correct_per_problem = sum(expected) / len(expected), expected
-    elif not settings.greedy:
-        result.accuracy_se = sampling_standard_error(per_problem, k)
-    return result
+    return per_problem, grades, int(batch.batch["response_mask"].sum()), sampling, truncated
 
 
 def sampling_standard_error(per_problem: list[float], k: int) -> Optional[float]:

@@ -99,3 +99,41 @@ def test_the_step_table_shows_the_snr_after_delta_t_for_every_method():
     assert labels[:4] == ["step", "val_acc", "delta_t", "snr"]
     assert [label for _, _, label in table_columns("rent", snr=True)][:3] == ["step", "val_acc", "snr"]
     assert "snr" not in [label for _, _, label in table_columns("cpmobius", greedy_beside=True, levels=True)]
+
+
+@pytest.mark.slow
+def test_the_paper_noise_preset_runs_a_step_with_its_snr_and_the_ood_set_through_verl(tmp_path, model_cache):
+    """``experiment=toy_paper_noise`` end to end, shrunk (shorter pretraining, no warm-up, 10 validation problems x
+    4 samples, 12 out-of-distribution ones, m = 2, n = 4, one step): the sampled passes' standard errors, Δt's SNR
+    and the out-of-distribution set's sampled accuracy reach the metrics file and the step table."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "run"
+    command = [
+        *(sys.executable, "-m", "cpmobius.main", "experiment=toy_paper_noise"),
+        *(f"model.cache_dir={model_cache}", f"trainer.default_local_dir={out}", f"hydra.run.dir={out / 'hydra'}"),
+        *("model.pretrain.player_steps=300", "model.pretrain.coach_steps=150", "model.pretrain.coach_corpus=problems"),
+        *("warmup.enabled=false", "validation.size=10", "validation.samples_per_problem=4"),
+        *("validation.ood_dataset=toy_ood", "validation.ood_size=12", "filter.quota=2", "player.n=4"),
+        "trainer.total_training_steps=1",
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    header = next(line.split() for line in done.stdout.splitlines() if line.split()[:2] == ["step", "val_acc"])
+    assert header[:5] == ["step", "val_acc", "ood", "delta_t", "snr"] and "greedy" not in header
+    by_step = {row["step"]: row["data"] for row in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())}
+    for step in (0, 1):
+        data = by_step[step]
+        assert data["val/accuracy"] * 40 == pytest.approx(round(data["val/accuracy"] * 40))  # 10 problems x 4 samples
+        assert data["val/ood_accuracy"] * 48 == pytest.approx(round(data["val/ood_accuracy"] * 48))  # sampled too
+        assert 0.0 <= data["val/accuracy_se"] <= 0.5 / 3**0.5 / 10**0.5 + 1e-9  # at most sqrt(10 x 0.25 / 3) / 10
+    se = (by_step[0]["val/accuracy_se"] ** 2 + by_step[1]["val/accuracy_se"] ** 2) ** 0.5
+    if se > 0:
+        assert by_step[1]["val/delta_t_se"] == pytest.approx(se)
+        assert by_step[1]["val/delta_t_snr"] == pytest.approx(abs(by_step[1]["val/delta_t"]) / se)
