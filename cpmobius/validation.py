@@ -194,14 +194,14 @@ def measure_accuracy(
         sampling,
         truncated=sum(bool(cut) for cut in truncated),
     )
-    if ood_set is not None:
+    if ood_set is not None:  # CPMöbius: an out-of-distribution set beside validation; with `expected` no sample drawn
         if ood_expected is None:
             ood_expected, _, result.ood_response_tokens, _, _ = _decoded_pass(player, ood_set, settings, prompt)
         result.ood_accuracy = sum(ood_expected) / len(ood_expected)
     if expected is not None:
         result.greedy_accuracy, result.greedy_per_problem = result.accuracy, result.correct_per_problem
         result.accuracy, result.correct_per_problem = sum(expected) / len(expected), expected
-    elif not settings.greedy:
+    elif not settings.greedy:  # CPMöbius: the pass's own sampling noise, for Δt's SNR
         result.accuracy_se = sampling_standard_error(per_problem, k)
     return result
 
