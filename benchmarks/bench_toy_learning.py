@@ -12,6 +12,9 @@ last three steps), and the difference full − variant with its standard error, 
     no_filter          | filter.enabled=false
     no_warmup          | warmup.enabled=false
     released_reward    | coach.reward=released_uniform   (the released 1.5B script's Coach reward)
+    delta_t_constant   | coach.delta_t_source=constant coach.delta_t_constant=0.02   (does Δt steer the Coach?
+    delta_t_noise      | coach.delta_t_source=noise coach.delta_t_noise_sd=0.02       the Coach's reward with Δt
+    delta_t_shuffled   | coach.delta_t_source=shuffled                                replaced; docs/toy.md)
     rent, ttrl         | method=rent, method=ttrl        (the comparison baselines: the Player alone on the
                                                           validation set's questions, docs/baselines.md)
     rzero              | method=rzero                    (R-Zero's Challenger and Solver phases, docs/baselines.md)
@@ -55,6 +58,10 @@ VARIANTS = {
     "no_filter": ["filter.enabled=false"],
     "no_warmup": ["warmup.enabled=false"],
     "released_reward": ["coach.reward=released_uniform"],
+    # 0.02: about the default run's mean Δt; pass coach.delta_t_constant=<the full arm's mean> to set another.
+    "delta_t_constant": ["coach.delta_t_source=constant", "coach.delta_t_constant=0.02"],
+    "delta_t_noise": ["coach.delta_t_source=noise", "coach.delta_t_noise_sd=0.02"],
+    "delta_t_shuffled": ["coach.delta_t_source=shuffled"],
     "rent": ["method=rent"],
     "ttrl": ["method=ttrl"],
     "rzero": ["method=rzero"],
@@ -126,6 +133,7 @@ def summarize_run(run_dir: Path) -> dict[str, float]:
         ("player/response_length/mean", "player_len"),
         ("coach/difficulty_mean", "coach_level"),
         ("filter/attempts", "attempts"),
+        ("filter/quota_met", "quota_met"),
     ):
         values = series(steps, key)[1]
         row[name] = statistics.fmean(values) if values else float("nan")
@@ -139,8 +147,10 @@ def summarize_run(run_dir: Path) -> dict[str, float]:
         values = series(steps, key)[1]
         row[f"{name}_first3"] = statistics.fmean(values[:3]) if values else float("nan")
         row[f"{name}_last3"] = statistics.fmean(values[-3:]) if values else float("nan")
-    # The greedy pass beside an expected-accuracy validation (validation.metric=expected), and each level's gain.
-    for key, name in (("val/accuracy_greedy", "greedy"), *((f"val/accuracy/d{k}", f"level{k}") for k in range(5))):
+    # The greedy pass beside an expected-accuracy validation (validation.metric=expected), the out-of-distribution
+    # set's (validation.ood_dataset), and each level's gain.
+    gains = (("val/accuracy_greedy", "greedy"), ("val/ood_accuracy", "ood"))
+    for key, name in (*gains, *((f"val/accuracy/d{k}", f"level{k}") for k in range(5))):
         values = series(steps, key)[1]
         row[f"{name}_gain_last3"] = statistics.fmean(values[-3:]) - values[0] if len(values) > 1 else float("nan")
     return row
@@ -166,8 +176,9 @@ def format_table(results: dict[str, list[dict[str, float]]]) -> str:
     """A markdown table: one row per variant, mean ± SE over seeds; full − variant paired by seed."""
     lines = [
         "| variant | seeds | val acc start | val acc end (last 3) | gain ± SE | full − variant ± SE | "
-        "kept pseudo-label right | Coach level (first 3 → last 3 steps) | Coach batches per step |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "kept pseudo-label right | Coach level (first 3 → last 3 steps) | Coach batches per step | "
+        "kept per step (share of steps at the quota) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     full = {r["seed"]: r for r in results.get("full", [])}
     for variant, rows in results.items():
@@ -187,7 +198,8 @@ def format_table(results: dict[str, list[dict[str, float]]]) -> str:
             f"{statistics.fmean(r['end_last3'] for r in rows):.3f} | {gain:+.3f} ± {gain_se:.3f} | {difference} | "
             f"{_mean_cell(rows, 'kept_label_ok', '.2f')} | "
             f"{_mean_cell(rows, 'coach_level_first3', '.2f')} → {_mean_cell(rows, 'coach_level_last3', '.2f')} | "
-            f"{_mean_cell(rows, 'attempts', '.1f')} |"
+            f"{_mean_cell(rows, 'attempts', '.1f')} | "
+            f"{_mean_cell(rows, 'kept', '.1f')} ({_mean_cell(rows, 'quota_met', '.2f')}) |"
         )
     return "\n".join(lines)
 
@@ -201,10 +213,13 @@ def _mean_cell(rows: list[dict[str, float]], key: str, spec: str) -> str:
 
 def format_details(results: dict[str, list[dict[str, float]]]) -> str:
     """A markdown table of the gains (last 3 − step 0) the main table leaves out, mean ± SE over seeds and full −
-    variant paired by seed: the greedy pass's (validation.metric=expected runs) and each level's; "—" where not
-    logged."""
-    keys = ["greedy_gain_last3", *(f"level{k}_gain_last3" for k in range(5))]
-    lines = ["| variant | greedy | level 0 | level 1 | level 2 | level 3 | level 4 |", "|---|---|---|---|---|---|---|"]
+    variant paired by seed: the greedy pass's (validation.metric=expected runs), the out-of-distribution set's
+    (``val/ood_accuracy``) and each level's; "—" where not logged."""
+    keys = ["greedy_gain_last3", "ood_gain_last3", *(f"level{k}_gain_last3" for k in range(5))]
+    lines = [
+        "| variant | greedy | ood | level 0 | level 1 | level 2 | level 3 | level 4 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     full = {r["seed"]: r for r in results.get("full", [])}
     for variant, rows in results.items():
         cells = []

@@ -133,12 +133,18 @@ class DifficultyFilter:
         step_metrics = self._step_metrics(tally)
         kept = tally.kept
         if len(kept) < fs.quota:
+            short = (
+                f"filter kept {len(kept)} of {fs.quota} problems after {tally.attempts} attempts "
+                f"(filter.max_attempts={fs.max_attempts}); see {path}"
+            )
             if fs.on_shortfall == "error":
-                raise QuotaNotMetError(
-                    f"filter kept {len(kept)} of {fs.quota} problems after {tally.attempts} attempts "
-                    f"(filter.max_attempts={fs.max_attempts}); see {path}"
-                )
-            if fs.on_shortfall == "skip_step" or len(kept) < fs.min_kept:
+                raise QuotaNotMetError(short)
+            skip = fs.on_shortfall == "skip_step" or len(kept) < fs.min_kept
+            # CPMöbius: a short step is said, not only logged (filter/quota_met): an arm that trains on fewer
+            # problems than another is not the same experiment.
+            then = "the step is skipped" if skip else f"the Player trains on {len(kept)}"
+            print(f"[cpmobius] step {step}: {short}; filter.on_shortfall={fs.on_shortfall}: {then}", flush=True)
+            if skip:
                 return None, step_metrics
         return kept, step_metrics
 

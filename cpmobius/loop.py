@@ -24,6 +24,7 @@ from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt, resolve_answer_instruction
 from cpmobius.rewards import (
     coach_advantages,
+    coach_delta_t,
     coach_rewards,
     grpo_advantages,
     player_token_rewards,
@@ -32,7 +33,7 @@ from cpmobius.rewards import (
 )
 from cpmobius.rzero import RZeroSchedule
 from cpmobius.settings import Settings
-from cpmobius.validation import DeltaTracker, load_validation_set, measure_accuracy
+from cpmobius.validation import DeltaTracker, load_ood_set, load_validation_set, measure_accuracy
 
 STAGES = ("coach", "difficulty_filter", "player_update", "validation", "coach_update", "rollback")
 
@@ -53,6 +54,8 @@ class CoachPlayerLoop:
         val_set: the validation set, when already loaded (the driver loads it before starting Ray).
         difficulty_of: optional function problem text → difficulty level or None, for the per-difficulty
             metrics (`metrics.difficulty_metrics`; the driver passes the toy world's classifier).
+        ood_set: the out-of-distribution set scored beside validation, when already loaded (else
+            ``validation.ood_dataset``'s, or none).
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class CoachPlayerLoop:
         ground_truth: Any = None,
         val_set: Any = None,
         difficulty_of: Any = None,
+        ood_set: Any = None,
     ):
         self.cfg = cfg
         self._settings = settings
@@ -75,6 +79,7 @@ class CoachPlayerLoop:
         self.difficulty_of = difficulty_of
         self.output_dir = Path(cfg.trainer.default_local_dir)
         self.val_set = val_set if val_set is not None else load_validation_set(settings.validation)
+        self.ood_set = ood_set if ood_set is not None else load_ood_set(settings.validation)
         self.delta = DeltaTracker(settings.validation.ema_decay)
         # One Player prompt for rollouts, prompt-length checks and validation (no train/eval prompt drift); the \boxed{}
         # instruction resolved once from the Player's chat template (player.answer_format).
@@ -182,11 +187,12 @@ class CoachPlayerLoop:
 
     def validate(self) -> tuple[float, dict[str, float]]:
         """Validation accuracy after the Player update, and Δt against the score before it."""
-        result = self._measure_validation()
-        delta_t = self.delta.update(result.accuracy)
+        result = self._measure_validation(ood=True)
+        delta_t = self.delta.update(result.accuracy, result.accuracy_se)
         self.state.delta_t_history.append(delta_t)
         return delta_t, {
             **self._accuracy_metrics(result),
+            **metrics.delta_t_noise_metrics(delta_t, result.accuracy_se, self.delta.delta_se),
             "val/response_length_mean": result.mean_response_tokens,
             "val/truncated_frac": result.truncated_frac,
             **{f"val/sampling/{key}": value for key, value in result.sampling.items()},
@@ -196,13 +202,25 @@ class CoachPlayerLoop:
     def update_coach(self, kept: KeptProblems, delta_t: float) -> dict[str, float]:
         """REINFORCE on the kept problems' Coach rows with R_i (`cpmobius.rewards.coach_rewards`).
 
-        Skipped when Δt == 0 (released code) or ``coach.update`` is false.
+        Skipped when the reward's Δt is 0 (released code) or ``coach.update`` is false. # CPMöbius: with
+        ``coach.delta_t_source`` other than ``measured`` (an ablation) R_i multiplies a replaced Δt
+        (`cpmobius.rewards.coach_delta_t`), logged as ``coach/delta_t`` (and the step it was measured at as
+        ``coach/delta_t_step``); the update is otherwise the same.
         """
         cs, n = self.settings.coach, self.settings.player.n
         if self.coach is None or kept.coach_batch is None:  # no Coach, or problems no Coach row rewards (R-Zero)
             return {}
-        if not cs.update or delta_t == 0.0:
+        if not cs.update:
             return {"coach/updated": 0.0}
+        earlier = self.state.delta_t_history[: self.state.step]  # steps 1 … t−1, checkpointed in the loop state
+        delta_t, from_step = coach_delta_t(
+            cs.delta_t_source, delta_t, earlier, int(self.cfg.seed), cs.delta_t_constant, cs.delta_t_noise_sd
+        )
+        used = {"coach/delta_t": delta_t} if cs.delta_t_source != "measured" else {}  # an ablation's Δt, logged
+        if used and from_step is not None:
+            used["coach/delta_t_step"] = float(from_step)
+        if delta_t == 0.0:
+            return {"coach/updated": 0.0, **used}
         player_adv, player_mask = kept.player_batch.batch["advantages"], kept.player_batch.batch["response_mask"]
         mean_adv = [
             token_weighted_mean_advantage(player_adv[i * n : (i + 1) * n], player_mask[i * n : (i + 1) * n])
@@ -219,6 +237,7 @@ class CoachPlayerLoop:
             **metrics.prefixed(update_metrics, "coach"),
             "coach/updated": 1.0,
             "coach/reward_mean": sum(rewards) / len(rewards),
+            **used,
         }
 
     def maybe_roll_back(self, score: float) -> dict[str, float]:
@@ -253,7 +272,7 @@ class CoachPlayerLoop:
                     self.player.load(str(best_dir.resolve()))
                     state.rollbacks += 1
                     restored = self._measure_validation()
-                    self.delta.start(restored.accuracy)
+                    self.delta.start(restored.accuracy, restored.accuracy_se)
                     step_metrics["player/restored_val"] = restored.accuracy
         return {**step_metrics, "player/rollbacks": state.rollbacks, "player/best_val": state.best_val}
 
@@ -265,14 +284,15 @@ class CoachPlayerLoop:
         if not self.try_resume():
             with self.timed("validation"):
                 self.validating_step_0 = True  # the interrupt line names this phase (main.describe_interrupt)
-                result = self._measure_validation()
+                result = self._measure_validation(ood=True)
                 self.validating_step_0 = False
-            self.delta.start(result.accuracy)
+            self.delta.start(result.accuracy, result.accuracy_se)
             if self.settings.player.rollback.enabled:
                 # Released code: the running best starts at V₀; the initial Player is the first best.
                 self.state.best_val = result.accuracy
                 checkpoint.save_best_policy(self.output_dir / "best_player", self.player, result.accuracy, 0)
-            self._log({**self._accuracy_metrics(result), **self._timing_metrics()}, step=0)
+            noise = metrics.delta_t_noise_metrics(0.0, result.accuracy_se, None)
+            self._log({**self._accuracy_metrics(result), **noise, **self._timing_metrics()}, step=0)
         while self.state.step < total:
             started, marks = time.perf_counter(), op_marks(self.policies)
             step_metrics = self.step()
@@ -345,16 +365,20 @@ class CoachPlayerLoop:
         names = [stage for stage, _, _ in self.stages.intervals[mark:]]
         return [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
 
-    def _measure_validation(self) -> Any:
-        """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted."""
-        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.player_prompt)
-        self._count_tokens("validation", result.response_tokens)
+    def _measure_validation(self, ood: bool = False) -> Any:
+        """One validation pass of the Player (`cpmobius.validation.measure_accuracy`), tokens counted; with ``ood``,
+        the out-of-distribution set's too (every step, not a rollback's re-validation)."""
+        ood_set = self.ood_set if ood else None
+        result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.player_prompt, ood_set)
+        self._count_tokens("validation", result.response_tokens + result.ood_response_tokens)
         return result
 
     def _accuracy_metrics(self, result: Any) -> dict[str, float]:
         """``val/accuracy`` (what Δt is measured on) and, with ``validation.metric=expected``, the greedy pass's
         ``val/accuracy_greedy``; per difficulty level where the world knows it (`metrics.accuracy_by_level`)."""
         found = {"val/accuracy": result.accuracy}
+        if result.ood_accuracy is not None:
+            found["val/ood_accuracy"] = result.ood_accuracy
         greedy = result.greedy_per_problem is not None
         if greedy:
             found["val/accuracy_greedy"] = result.greedy_accuracy

@@ -94,12 +94,13 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None, config
         ConfigError: for any bad value, before Ray or a worker starts.
         RayStartError: Ray did not start (`cpmobius.engine.sharing.start_ray`).
     """
-    from cpmobius.validation import load_validation_set
+    from cpmobius.validation import load_ood_set, load_validation_set
 
     settings = settings if settings is not None else load_settings(cfg)
     configs = configs if configs is not None else build_policy_configs(cfg)  # every value checked before anything runs
     check_model_folders(cfg)
     val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
+    ood_set = load_ood_set(settings.validation)
     # The Coach warm-up (a torchrun process group) starts as soon as the Coach's weights exist — for the
     # toy world while the Player still pretrains — and on CPU runs in the background while Ray and the
     # Player, which does not depend on it, start; the Coach starts from its output once it is done. On
@@ -163,6 +164,7 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None, config
         solve if toy else None,
         val_set=val_set,
         difficulty_of=problem_difficulty if toy else None,
+        ood_set=ood_set,
     )
 
 
@@ -218,7 +220,14 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     try:
         loop = build_loop(cfg, settings=settings, configs=configs)
         method, validation = loop.settings.method.name, loop.settings.validation
-        columns = table_columns(method, validation.metric == "expected", validation.dataset == "toy")
+        sampled = validation.metric != "expected" and not validation.greedy and validation.samples_per_problem > 1
+        columns = table_columns(
+            method,
+            validation.metric == "expected",
+            validation.dataset == "toy",
+            sampled,
+            validation.ood_dataset is not None,
+        )
         loop.logger = Loggers(make_tracking(cfg), StepTable(columns))
         state = loop.fit()
         kept = "checkpoints and problem archive" if method == "cpmobius" else "checkpoints"

@@ -144,3 +144,13 @@ def accuracy_by_level(levels: Sequence[Optional[int]], scores: Sequence[float]) 
     for level in sorted({lv for lv in levels if lv is not None}):
         result[f"val/accuracy/d{level}"] = _mean([s for lv, s in zip(levels, scores) if lv == level])
     return result
+
+
+def delta_t_noise_metrics(delta_t: float, accuracy_se: Optional[float], delta_se: Optional[float]) -> dict[str, float]:
+    """``val/accuracy_se``, ``val/delta_t_se`` and ``val/delta_t_snr`` = |Δt| / SE(Δt), where a sampled validation
+    pass gives them (`cpmobius.validation.sampling_standard_error`, `DeltaTracker.delta_se`). Under pure noise
+    (no true change) |Δt| / SE averages sqrt(2/π) ≈ 0.80: one step's ratio says little, its mean over a run more."""
+    result = {} if accuracy_se is None else {"val/accuracy_se": accuracy_se}
+    if delta_se is not None and delta_se > 0.0:
+        result.update({"val/delta_t_se": delta_se, "val/delta_t_snr": abs(delta_t) / delta_se})
+    return result

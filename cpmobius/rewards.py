@@ -22,15 +22,24 @@ reward under token-mean aggregation and drive the Coach instead of the Player's 
 normalisation (released code: singleton GRPO groups), so a continuous reward is never divided by a
 near-zero std. Problems that were rejected or filtered out carry no reward at all (`None`),
 never a number standing in for one; the Coach update trains on kept problems only.
+
+Ablations of the Δt in R_i (``coach.delta_t_source``, `coach_delta_t`), to ask whether Δt steers the Coach
+or acts as a constant factor: ``measured`` (the method), ``constant`` (one given value every step), ``noise``
+(a fresh zero-mean Gaussian each step) and ``shuffled`` (the measured Δt of a uniformly random earlier step).
+Each is marked `# CPMöbius:` where it replaces Δt; the Coach update is otherwise the method's.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
 
-from cpmobius.settings import COACH_REWARDS
+from cpmobius.settings import COACH_REWARDS, DELTA_T_SOURCES
+
+# Independent random streams of one (seed, step): each source draws from its own (`coach_delta_t`).
+_NOISE_STREAM, _SHUFFLE_STREAM = 1, 2
 
 
 def player_token_rewards(agrees: Sequence[float], response_mask: torch.Tensor) -> torch.Tensor:
@@ -143,6 +152,63 @@ def coach_rewards(
         raise ValueError("released_advantage needs one mean Player advantage per kept problem")
     # Released code: a mean advantage of exactly 0 becomes -1.
     return [delta_t_points * (adv if adv != 0.0 else -1.0) for adv in mean_player_advantages]
+
+
+def coach_delta_t(
+    source: str,
+    delta_t: float,
+    earlier: Sequence[float],
+    seed: int,
+    constant: Optional[float] = None,
+    noise_sd: Optional[float] = None,
+) -> tuple[float, Optional[int]]:
+    """The Δt that the Coach's reward R_i multiplies at step t = len(earlier) + 1 (``coach.delta_t_source``).
+
+    # CPMöbius: every source but ``measured`` is an ablation, not the method:
+
+    - ``measured``: the step's own Δt (the paper);
+    - ``constant``: ``constant`` every step (e.g. the measured run's mean Δt): R_i keeps the pass rate and the
+      scale, and carries nothing of what the step's problems did to the Player;
+    - ``noise``: a fresh draw of N(0, noise_sd²) each step: a reward of Δt's kind that carries no signal;
+    - ``shuffled``: the measured Δt of step J, J uniform over 1 … t−1 (drawn with replacement, as a bootstrap
+      of this run's own history): the values and scale of the run's Δt, paired with another step's problems.
+      Not a permutation of the whole run: the reward of step t can only use Δt measured by then, and the only
+      permutation that never reaches ahead is the identity. The current step is left out, so no step is
+      rewarded with its own Δt; step 1 has no earlier step and gets 0 (its Coach update is skipped, like a
+      step whose Δt is 0). With Δt trending down over a run, the draws lean to the larger early values.
+
+    The draws of ``noise`` and ``shuffled`` are a function of (``seed``, t) alone (numpy's generator seeded
+    with ``[seed, t, stream]``), so a resumed run draws what an uninterrupted one does: nothing to checkpoint
+    beyond the Δt history, which the loop state holds.
+
+    Args:
+        source: one of `DELTA_T_SOURCES`.
+        delta_t: the step's measured Δt, a fraction (0.01 = one point).
+        earlier: (t−1,) the measured Δt of steps 1 … t−1 (``val/delta_t``; a skipped step's is 0).
+        seed: the run's seed.
+        constant: ``constant``'s value, a fraction.
+        noise_sd: ``noise``'s standard deviation, a fraction.
+
+    Returns:
+        ``(Δt for R_i, the step whose measured Δt it is)``; the step is None for ``constant``, ``noise`` and a
+        ``shuffled`` step 1.
+
+    Raises:
+        ValueError: unknown source, or its parameter missing.
+    """
+    step = len(earlier) + 1
+    if source == "measured":
+        return float(delta_t), step
+    if source == "constant" and constant is not None:
+        return float(constant), None
+    if source == "noise" and noise_sd is not None:
+        return float(np.random.default_rng([seed, step, _NOISE_STREAM]).normal(0.0, noise_sd)), None
+    if source == "shuffled":
+        if not earlier:
+            return 0.0, None
+        drawn = int(np.random.default_rng([seed, step, _SHUFFLE_STREAM]).integers(1, step))  # 1 … t−1
+        return float(earlier[drawn - 1]), drawn
+    raise ValueError(f"coach Δt source {source!r} (one of {DELTA_T_SOURCES}) without its parameter")
 
 
 def coach_advantages(rewards: Sequence[float], response_mask: torch.Tensor) -> torch.Tensor:

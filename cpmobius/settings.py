@@ -8,15 +8,14 @@ driver calls it first, before anything reads ``trainer.total_training_steps``.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from cpmobius.engine.config import MAIN_CONFIG, ConfigError, validate_run_config
-from cpmobius.engine.known_keys import unknown_key_message
+from cpmobius.engine.config import ConfigError, validate_run_config
+from cpmobius.engine.config_sections import default, read_section
 from cpmobius.prompts import ANSWER_FORMATS
 
 # player.vote: the grading modes of `cpmobius.grading` (its `MODES`; not imported here, to keep config checks light).
@@ -25,6 +24,8 @@ VOTES = ("cpmobius", "released")
 PLAYER_REWARDS = ("pseudo_label", "random")
 
 COACH_REWARDS = ("paper", "released_uniform", "released_advantage")
+# coach.delta_t_source: the Δt that R_i multiplies; all but "measured" are ablations (`cpmobius.rewards.coach_delta_t`).
+DELTA_T_SOURCES = ("measured", "constant", "noise", "shuffled")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
 # filter.label_from: which rollouts may label a group (`cpmobius.difficulty_filter.assign_pseudo_labels`).
 LABEL_SOURCES = ("all", "answered")
@@ -39,22 +40,8 @@ VALIDATION_METRICS = ("greedy", "expected")
 CHALLENGER_FORMATS = ("plain", "tags")
 RZERO_UNCERTAINTIES = ("code", "paper")
 
-
 # The defaults of every method key live in one place, configs/cpmobius.yaml; the dataclasses below read
 # theirs from it (`default`), so a test or notebook that builds them runs the command line's defaults.
-_ABSENT = object()
-
-
-def default(key: str) -> Any:
-    """The default of method key ``key`` (e.g. ``"filter.quota"``): its value in ``configs/cpmobius.yaml``.
-
-    Raises:
-        KeyError: the key is not in that file (every method key must be, with its comment).
-    """
-    value = OmegaConf.select(MAIN_CONFIG, key, default=_ABSENT)
-    if value is _ABSENT:
-        raise KeyError(f"{key}: no default in configs/cpmobius.yaml")
-    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
 
 
 def trains_player_alone(method: str) -> bool:
@@ -92,12 +79,29 @@ class CoachSettings:
     # Reject a candidate the world cannot read as one of its problems (reason "off_world"): only a world that
     # defines its problems has this check (the toy world, `cpmobius.toy.world.problem_difficulty`).
     world_problems_only: bool = default("coach.world_problems_only")
+    # Ablations of the Δt in R_i (`cpmobius.rewards.coach_delta_t`): "measured" (the method: the Player's Δt),
+    # "constant" (delta_t_constant every step), "noise" (a fresh N(0, delta_t_noise_sd²) each step) or
+    # "shuffled" (the measured Δt of a uniformly random earlier step). Both values are fractions, as val/delta_t.
+    delta_t_source: str = default("coach.delta_t_source")
+    delta_t_constant: Optional[float] = default("coach.delta_t_constant")
+    delta_t_noise_sd: Optional[float] = default("coach.delta_t_noise_sd")
 
     def __post_init__(self) -> None:
         _require(bool(self.instruction.strip()), "coach.instruction", "must not be empty")
         _require(self.max_problem_chars > 0, "coach.max_problem_chars", "must be positive")
         _require(0.0 < self.duplicate_similarity <= 1.0, "coach.duplicate_similarity", "must be in (0, 1]")
         _require_choice(self.reward, COACH_REWARDS, "coach.reward")
+        _require_choice(self.delta_t_source, DELTA_T_SOURCES, "coach.delta_t_source")
+        for source, key in (("constant", "delta_t_constant"), ("noise", "delta_t_noise_sd")):
+            _require(
+                (self.delta_t_source == source) == (getattr(self, key) is not None),
+                f"coach.{key}",
+                f"set it exactly when coach.delta_t_source={source} (got delta_t_source={self.delta_t_source!r})",
+            )
+        _require(
+            self.delta_t_constant != 0.0, "coach.delta_t_constant", "0 never updates the Coach: coach.update=false"
+        )
+        _require(self.delta_t_noise_sd is None or self.delta_t_noise_sd > 0.0, "coach.delta_t_noise_sd", "must be > 0")
 
 
 @dataclass
@@ -176,7 +180,8 @@ class FilterSettings:
     # first, so they need no Coach wake (two engine switches fewer each). Unused ones are dropped at the
     # step's end. 0 = the released behaviour (one Coach batch per attempt, exactly its count).
     coach_reserve: float = default("filter.coach_reserve")
-    # Attempts (Coach batch → Player rollouts → vote) per step before the shortfall policy applies.
+    # Attempts (Coach batch → Player rollouts → vote) per step before the shortfall policy applies: far above what
+    # a step needs, so that the filter resamples until the quota is full (the released loop's, unbounded).
     max_attempts: int = default("filter.max_attempts")
     # What to do when the quota is not met: "train_on_fewer", "skip_step" or "error".
     on_shortfall: str = default("filter.on_shortfall")
@@ -230,8 +235,13 @@ class ValidationSettings:
     # Δt from an exponential moving average of validation accuracy with this decay, or null for none
     # (released option proposer_ema, decay 0.99, off in every script).
     ema_decay: Optional[float] = default("validation.ema_decay")
-    # Seed of the toy validation set.
+    # Seed of the toy validation set (and of the toy out-of-distribution set).
     seed: int = default("validation.seed")
+    # An out-of-distribution set scored beside validation every step (val/ood_accuracy; never Δt): "toy_ood" (the
+    # toy world's arithmetic in forms the validation set never holds, `cpmobius.toy.ood`), a benchmark name or a
+    # JSONL path as for `dataset`, or null. Measured as `metric` says; its first `ood_size` (null = all; toy: 60).
+    ood_dataset: Optional[str] = default("validation.ood_dataset")
+    ood_size: Optional[int] = default("validation.ood_size")
 
     def __post_init__(self) -> None:
         _require(self.samples_per_problem >= 1, "validation.samples_per_problem", "must be >= 1")
@@ -258,6 +268,13 @@ class ValidationSettings:
         )
         _require(
             self.ema_decay is None or 0.0 < self.ema_decay < 1.0, "validation.ema_decay", "must be in (0, 1) or null"
+        )
+        _require(self.ood_size is None or self.ood_size >= 1, "validation.ood_size", "must be >= 1 or null")
+        _require(self.ood_dataset != self.dataset, "validation.ood_dataset", "is the validation set itself")
+        _require(
+            self.metric != "expected" or self.ood_dataset in (None, "toy_ood"),
+            "validation.ood_dataset",
+            f"validation.metric=expected scores it by canonical responses: toy_ood or null, got {self.ood_dataset!r}",
         )
 
 
@@ -372,42 +389,6 @@ class Settings:
     method: MethodSettings = field(default_factory=MethodSettings)
 
 
-_SIMPLE_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
-
-
-def _check_type(key: str, annotation: str, value: Any) -> None:
-    optional = annotation.startswith("Optional[")
-    base = annotation[len("Optional[") : -1] if optional else annotation
-    if base not in _SIMPLE_TYPES or (optional and value is None):
-        return
-    allowed = _SIMPLE_TYPES[base]
-    if not isinstance(value, allowed) or (base != "bool" and isinstance(value, bool)):
-        raise ConfigError(f"{key}: expected {annotation}, got {value!r}")
-    if base == "float" and not math.isfinite(value):  # inf passed every ">= x" check (warmup.lr=inf trained)
-        raise ConfigError(f"{key}: expected a finite number, got {value!r}")
-
-
-def _section(cfg: DictConfig, key: str, cls: type) -> Any:
-    node = OmegaConf.to_container(cfg[key], resolve=True) if key in cfg else {}
-    known = {f.name: f for f in fields(cls)}
-    node.pop("verl", None)
-    unknown = sorted(set(node) - set(known))
-    if unknown:
-        raise ConfigError(unknown_key_message(f"{key}.{unknown[0]}", [key, unknown[0]], 1, sorted(known)))
-    for name, value in node.items():
-        _check_type(f"{key}.{name}", str(known[name].type), value)
-    if key == "player" and isinstance(node.get("rollback"), dict):
-        for name, value in node["rollback"].items():
-            rollback_field = {f.name: f for f in fields(RollbackSettings)}.get(name)
-            if rollback_field is None:
-                known_names = [f.name for f in fields(RollbackSettings)]
-                raise ConfigError(
-                    unknown_key_message(f"player.rollback.{name}", ["player", "rollback", name], 2, known_names)
-                )
-            _check_type(f"player.rollback.{name}", str(rollback_field.type), value)
-    return cls(**node)
-
-
 def load_settings(cfg: DictConfig) -> Settings:
     """Build and validate every stage's settings from the composed config, and its ``trainer``/``data`` keys.
 
@@ -416,12 +397,12 @@ def load_settings(cfg: DictConfig) -> Settings:
     """
     validate_run_config(cfg)
     settings = Settings(
-        coach=_section(cfg, "coach", CoachSettings),
-        player=_section(cfg, "player", PlayerSettings),
-        filter=_section(cfg, "filter", FilterSettings),
-        validation=_section(cfg, "validation", ValidationSettings),
-        warmup=_section(cfg, "warmup", WarmupSettings),
-        method=_section(cfg, "method", MethodSettings),
+        coach=read_section(cfg, "coach", CoachSettings),
+        player=read_section(cfg, "player", PlayerSettings, nested={"rollback": RollbackSettings}),
+        filter=read_section(cfg, "filter", FilterSettings),
+        validation=read_section(cfg, "validation", ValidationSettings),
+        warmup=read_section(cfg, "warmup", WarmupSettings),
+        method=read_section(cfg, "method", MethodSettings),
     )
     _require(
         settings.method.name != "ttrl" or settings.player.n <= settings.method.votes,
@@ -439,6 +420,12 @@ def load_settings(cfg: DictConfig) -> Settings:
         "coach.world_problems_only",
         "needs a world that defines its problems (validation.dataset=toy), "
         f"got validation.dataset={settings.validation.dataset!r}: set coach.world_problems_only=false",
+    )
+    _require(
+        settings.coach.delta_t_source == "measured" or (settings.method.name == "cpmobius" and settings.coach.update),
+        "coach.delta_t_source",
+        f"{settings.coach.delta_t_source} replaces the Δt of the CPMöbius Coach's reward: it needs method=cpmobius and "
+        f"coach.update=true, got method={settings.method.name} coach.update={settings.coach.update}",
     )
     low, high = settings.filter.count_band(settings.player.n)
     _require(

@@ -14,11 +14,16 @@ counted wrong), as in the training vote (`cpmobius.difficulty_filter`): its text
 hold an earlier, retracted box; ``validation.metric=expected`` (toy world, off by default) feeds Δt
 the teacher-forced probability of the canonical correct response instead of a decoded pass
 (`expected_accuracy`).
+
+Sampling noise: a sampled avg@k pass (k ≥ 2) carries its standard error, estimated from its own samples
+(`sampling_standard_error`), and `DeltaTracker` the standard error of Δt from the two passes it subtracts, so a run
+logs how far Δt stands above its noise (``val/delta_t_snr``; paper's 83 AMC problems × 10 samples: ``toy_paper_noise``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -45,6 +50,35 @@ class ValidationSet:
 
     def __len__(self) -> int:
         return len(self.problems)
+
+
+def load_ood_set(settings: ValidationSettings) -> Optional[ValidationSet]:
+    """The configured out-of-distribution set (``validation.ood_dataset``), or None without one.
+
+    ``toy_ood`` is the toy world's (`cpmobius.toy.ood`: its arithmetic in forms the validation set never holds,
+    ``ood_size`` problems, 60 by default); anything else is read as ``validation.dataset`` would be, its first
+    ``ood_size`` problems.
+
+    Raises:
+        ConfigError: naming ``validation.ood_dataset`` when its file is missing or malformed.
+    """
+    if settings.ood_dataset is None:
+        return None
+    if settings.ood_dataset == "toy_ood":
+        from cpmobius.toy.ood import OOD_SIZE, ood_problems
+        from cpmobius.toy.world import player_target
+
+        rows = ood_problems(settings.ood_size or OOD_SIZE, settings.seed)
+        ids = [f"toy-ood-{r.form}{r.depth}-{i}" for i, r in enumerate(rows)]
+        return ValidationSet(
+            "toy_ood", ids, [r.text for r in rows], [r.answer for r in rows], list(map(player_target, rows))
+        )
+    try:
+        return load_validation_set(
+            replace(settings, dataset=settings.ood_dataset, size=settings.ood_size, ood_dataset=None)
+        )
+    except ConfigError as error:
+        raise ConfigError(f"validation.ood_dataset ({settings.ood_dataset}): {error}") from error
 
 
 def load_validation_set(settings: ValidationSettings) -> ValidationSet:
@@ -105,6 +139,11 @@ class ValidationResult:
     # validation.metric=expected: accuracy and correct_per_problem are the expected ones, these the greedy pass's
     greedy_accuracy: Optional[float] = None
     greedy_per_problem: Optional[list[float]] = None
+    # a sampled avg@k pass with k >= 2: the standard error of `accuracy` over its samples (`sampling_standard_error`)
+    accuracy_se: Optional[float] = None
+    # the out-of-distribution set's accuracy, measured as `accuracy` is (`load_ood_set`), and its decoded tokens
+    ood_accuracy: Optional[float] = None
+    ood_response_tokens: int = 0
 
     @property
     def mean_response_tokens(self) -> float:
@@ -122,15 +161,18 @@ def measure_accuracy(
     val_set: ValidationSet,
     settings: ValidationSettings,
     prompt: PlayerPrompt = PlayerPrompt(),
+    ood_set: Optional[ValidationSet] = None,
 ) -> ValidationResult:
-    """The Player's avg@k accuracy on ``val_set`` (k = ``samples_per_problem``).
+    """The Player's avg@k accuracy on ``val_set`` (k = ``samples_per_problem``), and on ``ood_set`` when given.
 
     Uses the training prompt (``prompt``, the loop's `cpmobius.prompts.PlayerPrompt`), so training and
     validation render identically; samples with
     ``rollout.val_kwargs`` or greedily. A sample stopped at the length limit has no answer, as in
     training, and counts as wrong. With ``validation.metric=expected`` the result's ``accuracy`` and
     ``correct_per_problem`` are `expected_accuracy`'s, and the decoded pass's are ``greedy_accuracy`` and
-    ``greedy_per_problem``.
+    ``greedy_per_problem``. ``ood_set`` is measured as ``accuracy`` is: with ``expected`` by its expected accuracy
+    alone (no decoded pass, so scoring it draws no sample and leaves the run's sampling as it was), else by a
+    decoded pass of its own after the validation set's.
 
     Raises:
         cpmobius.grading.GradingError: when every answer of the pass failed to grade.
@@ -138,15 +180,38 @@ def measure_accuracy(
     """
     # CPMöbius: validation.metric=expected (`expected_accuracy`), scored before the decoded pass: the log-prob
     # pass puts the Player's engine to sleep, generating wakes it.
-    expected = expected_accuracy(player, val_set, prompt) if settings.metric == "expected" else None
+    expected = ood_expected = None
+    if settings.metric == "expected":
+        expected = expected_accuracy(player, val_set, prompt)
+        ood_expected = expected_accuracy(player, ood_set, prompt) if ood_set is not None else None
+    k = settings.samples_per_problem
+    per_problem, grades, tokens, sampling, truncated = _decoded_pass(player, val_set, settings, prompt)
+    result = ValidationResult(
+        sum(per_problem) / len(per_problem),
+        per_problem,
+        dict(grades.counts),
+        tokens,
+        sampling,
+        truncated=sum(bool(cut) for cut in truncated),
+    )
+    if ood_set is not None:  # CPMöbius: an out-of-distribution set beside validation; with `expected` no sample drawn
+        if ood_expected is None:
+            ood_expected, _, result.ood_response_tokens, _, _ = _decoded_pass(player, ood_set, settings, prompt)
+        result.ood_accuracy = sum(ood_expected) / len(ood_expected)
+    if expected is not None:
+        result.greedy_accuracy, result.greedy_per_problem = result.accuracy, result.correct_per_problem
+        result.accuracy, result.correct_per_problem = sum(expected) / len(expected), expected
+    elif not settings.greedy:  # CPMöbius: the pass's own sampling noise, for Δt's SNR
+        result.accuracy_se = sampling_standard_error(per_problem, k)
+    return result
+
+
+def _decoded_pass(player: TrainedPolicy, val_set: ValidationSet, settings: ValidationSettings, prompt: PlayerPrompt):
+    """One decoded pass over ``val_set``: (per-problem share correct (P,), grades, response tokens, the sampling
+    values used, (P·k,) truncated flags)."""
     k = settings.samples_per_problem
     player.activate()
-    batch = player.generate(
-        prompt.render(val_set.problems),
-        n=k,
-        validate=True,
-        greedy=settings.greedy,
-    )
+    batch = player.generate(prompt.render(val_set.problems), n=k, validate=True, greedy=settings.greedy)
     texts, truncated = player.decode_responses(batch)
     # CPMöbius: a truncated sample has no answer, as in the vote: the text cut at the
     # length limit may hold an earlier, retracted \boxed{} that the grader would otherwise read.
@@ -156,20 +221,28 @@ def measure_accuracy(
     check_batch(grades.results, context=f"validation on {val_set.name}")
     scores = [float(r.correct) for r in grades.results]
     per_problem = [sum(scores[i * k : (i + 1) * k]) / k for i in range(len(val_set))]
-    tokens = int(batch.batch["response_mask"].sum())
     sampling = dict(getattr(batch, "meta_info", {}).get("sampling", {}))
-    result = ValidationResult(
-        sum(per_problem) / len(per_problem),
-        per_problem,
-        dict(grades.counts),
-        tokens,
-        sampling,
-        truncated=sum(bool(cut) for cut in truncated),
-    )
-    if expected is not None:
-        result.greedy_accuracy, result.greedy_per_problem = result.accuracy, result.correct_per_problem
-        result.accuracy, result.correct_per_problem = sum(expected) / len(expected), expected
-    return result
+    return per_problem, grades, int(batch.batch["response_mask"].sum()), sampling, truncated
+
+
+def sampling_standard_error(per_problem: list[float], k: int) -> Optional[float]:
+    """The standard error of an avg@k accuracy from its own samples: the noise of resampling the responses to the
+    same problems (a fixed validation set, as Δt compares two passes over it).
+
+    Problem i's share correct p̂_i has the estimated variance p̂_i (1 − p̂_i) / (k − 1) (the unbiased sample variance
+    of its k 0/1 scores, over k); the accuracy, their mean over P problems, has SE = sqrt(Σ_i p̂_i (1 − p̂_i) /
+    (k − 1)) / P. 83 problems × 10 samples with every p̂_i = 0.5: sqrt(83 × 0.25 / 9) / 83 = 0.0183.
+
+    Args:
+        per_problem: (P,) each problem's share of correct samples.
+        k: samples per problem.
+
+    Returns:
+        The standard error (a fraction), or None for k < 2 (one sample per problem gives no estimate).
+    """
+    if k < 2 or not per_problem:
+        return None
+    return math.sqrt(sum(p * (1.0 - p) for p in per_problem) / (k - 1)) / len(per_problem)
 
 
 def expected_accuracy(
@@ -222,15 +295,19 @@ class DeltaTracker:
     def __init__(self, ema_decay: Optional[float] = None) -> None:
         self.ema_decay = ema_decay
         self.reference: Optional[float] = None  # the (smoothed) score before the next step
+        self.reference_se: Optional[float] = None  # its sampling standard error, where the pass had one
         self.history: list[float] = []  # raw scores, one per pass
+        # Δt's standard error after the last `update`: sqrt(SE_before² + SE_after²) (two independent passes), or
+        # None (a pass without an SE, or EMA smoothing)
+        self.delta_se: Optional[float] = None
 
-    def start(self, score: float) -> None:
-        """Record the score before the first step (or after a rollback: the new reference)."""
+    def start(self, score: float, se: Optional[float] = None) -> None:
+        """Record the score before the first step (or after a rollback: the new reference), and its standard error."""
         self.history.append(score)
-        self.reference = score
+        self.reference, self.reference_se = score, se
 
-    def update(self, score: float) -> float:
-        """Record the score after a Player update and return Δt (a fraction).
+    def update(self, score: float, se: Optional[float] = None) -> float:
+        """Record the score after a Player update (``se``: its standard error, or None) and return Δt (a fraction).
 
         Raises:
             RuntimeError: when `start` was never called.
@@ -240,12 +317,21 @@ class DeltaTracker:
         self.history.append(score)
         smoothed = score if self.ema_decay is None else self.ema_decay * self.reference + (1 - self.ema_decay) * score
         delta_t = smoothed - self.reference
-        self.reference = smoothed
+        known = se is not None and self.reference_se is not None and self.ema_decay is None
+        self.delta_se = math.hypot(se, self.reference_se) if known else None
+        self.reference, self.reference_se = smoothed, se
         return delta_t
 
     def state_dict(self) -> dict:
-        return {"ema_decay": self.ema_decay, "reference": self.reference, "history": list(self.history)}
+        return {
+            "ema_decay": self.ema_decay,
+            "reference": self.reference,
+            "reference_se": self.reference_se,
+            "history": list(self.history),
+        }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore the reference score and history; the configured ``ema_decay`` stays as configured."""
+        """Restore the reference score, its standard error (None in checkpoints from before it was kept) and the
+        history; the configured ``ema_decay`` stays as configured."""
         self.reference, self.history = state["reference"], list(state["history"])
+        self.reference_se = state.get("reference_se")

@@ -121,7 +121,11 @@ def test_measure_accuracy_feeds_delta_t_the_expected_accuracy_and_keeps_the_gree
 
 def test_the_loop_logs_expected_and_greedy_accuracy_per_level():
     result = SimpleNamespace(
-        accuracy=0.25, correct_per_problem=[0.5, 0.0], greedy_accuracy=0.5, greedy_per_problem=[1.0, 0.0]
+        accuracy=0.25,
+        correct_per_problem=[0.5, 0.0],
+        greedy_accuracy=0.5,
+        greedy_per_problem=[1.0, 0.0],
+        ood_accuracy=None,  # no out-of-distribution set: no val/ood_accuracy
     )
     loop = SimpleNamespace(difficulty_of=tw.problem_difficulty, val_set=TOY_SET)
     assert CoachPlayerLoop._accuracy_metrics(loop, result) == {
@@ -132,7 +136,9 @@ def test_the_loop_logs_expected_and_greedy_accuracy_per_level():
         "val/accuracy_greedy/d0": 1.0,
         "val/accuracy_greedy/d2": 0.0,
     }
-    plain = SimpleNamespace(accuracy=0.5, correct_per_problem=[1.0, 0.0], greedy_accuracy=None, greedy_per_problem=None)
+    plain = SimpleNamespace(
+        accuracy=0.5, correct_per_problem=[1.0, 0.0], greedy_accuracy=None, greedy_per_problem=None, ood_accuracy=None
+    )
     assert "val/accuracy_greedy" not in CoachPlayerLoop._accuracy_metrics(loop, plain)
 
 

@@ -216,3 +216,21 @@ def test_shortfall_policies(monkeypatch, tmp_path, policy, min_kept, kept_count)
         assert m["filter/kept"] == 1 and m["filter/quota_met"] == 0.0
     assert len(archived(tmp_path, 1)) == 2  # archived before the shortfall policy applies
     assert f.totals.get("kept") == 1  # a short step still counts
+
+
+def test_the_default_resamples_until_a_quota_that_four_attempts_left_short_is_full(monkeypatch, tmp_path, capsys):
+    # oversample 1: attempts ask 2, 2, 1, 1, 1, 1 candidates; only q3 (k=4) and q7 (k=3) land in the band, so four
+    # attempts (the bound before) keep 1 of the quota of 2, and the sixth attempt fills it.
+    script = [5, 5, 5, 4, 5, 5, 5, 3]
+    short, _ = make_filter(monkeypatch, tmp_path / "short", script, ["filter.oversample=1.0", "filter.max_attempts=4"])
+    kept, m = short.collect(1)
+    assert len(kept) == 1 and (m["filter/attempts"], m["filter/quota_met"]) == (4, 0.0)
+    said = capsys.readouterr().out
+    assert "[cpmobius] step 1: filter kept 1 of 2 problems after 4 attempts (filter.max_attempts=4)" in said
+    assert "filter.on_shortfall=train_on_fewer: the Player trains on 1" in said
+    full, coach = make_filter(monkeypatch, tmp_path / "full", script, ["filter.oversample=1.0"])
+    assert full.settings.filter.max_attempts >= 50  # the default: far above what a step needs
+    kept, m = full.collect(1)
+    assert [p.text for p in kept.problems] == ["q3 agree=4", "q7 agree=3"] and coach.batches == [2, 2, 1, 1, 1, 1]
+    assert (m["filter/kept"], m["filter/attempts"], m["filter/quota_met"]) == (2, 6, 1.0)
+    assert "filter kept" not in capsys.readouterr().out  # a full quota says nothing

@@ -141,6 +141,8 @@ def _toy_rows(steps: range, offset: float = 0.0) -> list[tuple[int, dict]]:
                 {
                     "val/delta_t": 0.01,
                     "filter/kept_frac": 0.5,
+                    "filter/kept": 8 if step % 2 else 6,
+                    "filter/quota_met": float(step % 2),
                     "filter/pass_rate_mean": 0.4,
                     "filter/kept_pass_rate_mean": 0.5,
                     "pseudo_label/accuracy": 0.8,
@@ -223,6 +225,8 @@ def test_benchmark_summary_and_table(tmp_path, load_script):
     table = bench.format_table({"full": full, "no_filter": variant, "no_warmup": []})
     # gain 0.115 ± sd(0.09, 0.14)/sqrt 2 = 0.0354/1.414 = 0.025; difference 0.04 ± 0.01 (> 2 SE)
     assert "| full | 2 |" in table and "+0.115 ± 0.025" in table and "+0.040 ± 0.010 (> 2 SE)" in table
+    # steps 1-10 keep 8, 6, 8, ...: 7.0 a step, 5 of 10 steps at the quota
+    assert table.splitlines()[2].endswith("| 7.0 (0.50) |")
     assert "no_warmup" not in table
     off = bench.format_off_levels(
         {"full": full, "no_filter": [{**variant[0], "coach_other_last3": 0.9}], "no_warmup": []}
@@ -246,7 +250,7 @@ def test_benchmark_details_give_the_greedy_and_per_level_gains_paired_by_seed(tm
     # full 0.15 ± 0.05; frozen 0.05 ± 0; paired differences 0.05 and 0.15 -> 0.10 ± 0.05; levels 3, 4 never logged
     full_cells = [cell.strip() for cell in lines[2].split("|")[1:-1]]
     frozen_cells = [cell.strip() for cell in lines[3].split("|")[1:-1]]
-    assert full_cells[:2] == ["full", "+0.150 ± 0.050"] and full_cells[3] == "+0.450 ± 0.000"
+    assert full_cells[:3] == ["full", "+0.150 ± 0.050", "—"] and full_cells[4] == "+0.450 ± 0.000"  # no ood logged
     assert frozen_cells[:2] == ["no_coach_update", "+0.050 ± 0.000 (full − it +0.100 ± 0.050)"]
     assert full_cells[-2:] == frozen_cells[-2:] == ["—", "—"]
 

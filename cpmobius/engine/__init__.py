@@ -5,6 +5,7 @@ What it holds:
 - `policy`: one policy (Coach or Player) on verl: generate, log-probs, update, save/load,
   (de)activate; `batches`: the `DataProto` / `TensorDict` plumbing it uses;
 - `config`: the composed Hydra config → one full, validated verl config per policy; `ConfigError`;
+  `config_sections`: the method keys' defaults, and one group of the composed config read into its dataclass;
   `value_ranges`: the types and ranges of the verl values each policy passes, and the seed;
   `run_folders`: a run folder this user can create, checked before Hydra makes its log folder in it;
   `model_context`: a policy's model's context (its ``config.json``, RoPE scaling applied) against its lengths;

@@ -33,8 +33,8 @@ from cpmobius.engine.value_ranges import field_type_problem, range_problem, run_
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 CONFIG_NAME = "cpmobius"
-# The main config as written (defaults list and method defaults), read once: `cpmobius.settings.default` takes
-# the method keys' defaults from it and `cpmobius.usage` the config groups' default options.
+# The main config as written (defaults list and method defaults), read once: `config_sections.default` takes the
+# method keys' defaults from it and `cpmobius.usage` the config groups' default options.
 MAIN_CONFIG = OmegaConf.load(CONFIG_DIR / f"{CONFIG_NAME}.yaml")
 POLICY_NAMES = ("coach", "player")
 EXTERNAL_MODULE = "cpmobius.engine.extensions"

@@ -150,7 +150,7 @@ def unknown_key_message(key: str, path: list[str], depth: int, siblings: list[st
     """The one-line error for a config key whose part ``path[depth]`` does not exist: the nearest of
     ``siblings`` (the names there are) as a full key, else the names there are. Used for command-line
     overrides (`check_override_keys`) and for the method sections of a composed config
-    (`cpmobius.settings.load_settings`), so a misspelt key reads the same from both.
+    (`cpmobius.engine.config_sections.read_section`), so a misspelt key reads the same from both.
 
     Example: ``unknown_key_message("filtr.quota", ["filtr", "quota"], 0, ["filter", "coach"])`` →
     ``"filtr.quota: unknown key (did you mean filter.quota?)"``.
