@@ -48,7 +48,7 @@ def prepare_models(cfg: DictConfig, settings: Any, coach_ready: Optional[Callabl
         print(f"[cpmobius] toy world: the tiny Coach and Player loaded from cache ({cfg.model.cache_dir})", flush=True)
     else:
         print(
-            "[cpmobius] toy world: pretraining the tiny Coach and Player (once: 1-2 minutes on 2 cores; "
+            "[cpmobius] toy world: pretraining the tiny Coach and Player (once: about 3.5 minutes on 2 idle cores; "
             f"then cached in {cfg.model.cache_dir})",
             flush=True,
         )
