@@ -58,9 +58,10 @@ def _fmt(value: Optional[float], spec: str) -> str:
 
 def step_table(steps: dict[int, dict[str, float]]) -> str:
     """One row per step: validation accuracy, Δt (points), kept/quota, attempts, Coach validity and its
-    most frequent rejection, pass rate of the kept groups, pseudo-label accuracy where known, seconds per
-    stage and the Player update's peak GPU memory (GiB; the column is left out when no step used a GPU:
-    verl logs 0 on the CPU). Where logged: the greedy pass's accuracy beside the expected one
+    most frequent rejection, pass rate of the kept groups, pseudo-label accuracy of the kept problems where
+    known ("kept ok", the console table's ``kept_ok``), seconds per stage and the Player update's peak GPU
+    memory (GiB; the column is left out when no step used a GPU: verl logs 0 on the CPU). Where logged: the
+    greedy pass's accuracy beside the expected one
     (``validation.metric=expected``) and the mean level of the Coach's and the kept problems (toy world)."""
     gpu = any(m.get(GPU_MEMORY_KEY) for m in steps.values())
     greedy = any("val/accuracy_greedy" in m for m in steps.values())
@@ -76,7 +77,7 @@ def step_table(steps: dict[int, dict[str, float]]) -> str:
         "Coach valid",
         "top rejection",
         "kept pass rate",
-        "label ok",
+        "kept ok",
         *[f"{short} s" for _, short in STAGES],
         *(["GPU GiB"] if gpu else []),
     ]
