@@ -245,11 +245,24 @@ def make_tracking(cfg: DictConfig) -> Any:
         said = drop_rerun_steps(cfg.trainer.default_local_dir, first_step)
         if said:
             print(said, flush=True)
-    os.environ.setdefault("VERL_FILE_LOGGER_PATH", metrics_path)
+    # verl's loggers read their paths from the environment when they are built. The file logger always gets this
+    # run's file (an inherited path, e.g. from an earlier run made in the parent process, would take this run's
+    # rows); a TensorBoard folder the user set wins. Both are put back afterwards, so that nothing of this run
+    # reaches a later run made in the same process or started from it.
+    names = ("VERL_FILE_LOGGER_PATH", "TENSORBOARD_DIR")
+    before = {name: os.environ.get(name) for name in names}
+    os.environ["VERL_FILE_LOGGER_PATH"] = metrics_path
     os.environ.setdefault("TENSORBOARD_DIR", os.path.join(cfg.trainer.default_local_dir, "tensorboard"))
-    return Tracking(
-        project_name=cfg.trainer.project_name,
-        experiment_name=cfg.trainer.experiment_name,
-        default_backend=backends,
-        config=OmegaConf.to_container(cfg, resolve=True),
-    )
+    try:
+        return Tracking(
+            project_name=cfg.trainer.project_name,
+            experiment_name=cfg.trainer.experiment_name,
+            default_backend=backends,
+            config=OmegaConf.to_container(cfg, resolve=True),
+        )
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

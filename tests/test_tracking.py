@@ -110,3 +110,35 @@ def test_the_step_table_of_the_toy_world_shows_the_greedy_pass_and_the_coach_lev
     assert first.split()[:3] == ["0", "0.320", "0.391"] and len(first.split()) == len(toy)
     cells = second.split()
     assert cells[2] == "0.375" and cells[labels.index("c_level")] == "0.42"
+
+
+def test_a_run_logs_to_its_own_folder_whatever_logger_path_it_inherits_and_leaves_the_environment_as_found(
+    tmp_path, monkeypatch
+):
+    """A process that made one run (its driver sets the file logger's path) and then starts another, in process
+    or as a child inheriting its environment: the second run's rows go to its own ``metrics.jsonl``, not the
+    first run's file, and making a run's loggers leaves the environment as it was."""
+    import os
+
+    from cpmobius.run_log import make_tracking, read_metric_rows
+
+    first = tmp_path / "first" / "metrics.jsonl"
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(first))  # what an earlier run in this process left
+    monkeypatch.delenv("TENSORBOARD_DIR", raising=False)
+    run_dir = tmp_path / "second"
+    cfg = OmegaConf.create(
+        {
+            "trainer": {
+                "project_name": "p",
+                "experiment_name": "e",
+                "logger": ["file"],
+                "default_local_dir": str(run_dir),
+            }
+        }
+    )
+    tracking = make_tracking(cfg)
+    tracking.log(data={"val/accuracy": 0.5}, step=0)
+    tracking.finish()
+    assert [row["step"] for row in read_metric_rows(run_dir / "metrics.jsonl")] == [0]
+    assert not first.exists()
+    assert os.environ["VERL_FILE_LOGGER_PATH"] == str(first) and "TENSORBOARD_DIR" not in os.environ

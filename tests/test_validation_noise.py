@@ -115,7 +115,8 @@ def test_the_paper_noise_preset_runs_a_step_with_its_snr_and_the_ood_set_through
     out = tmp_path / "run"
     command = [
         *(sys.executable, "-m", "cpmobius.main", "experiment=toy_paper_noise"),
-        *(f"model.cache_dir={model_cache}", f"trainer.default_local_dir={out}", f"hydra.run.dir={out / 'hydra'}"),
+        *(f"model.cache_dir={model_cache / 'short_problems_pretraining'}", f"trainer.default_local_dir={out}"),
+        f"hydra.run.dir={out / 'hydra'}",
         *("model.pretrain.player_steps=300", "model.pretrain.coach_steps=150", "model.pretrain.coach_corpus=problems"),
         *("warmup.enabled=false", "validation.size=10", "validation.samples_per_problem=4"),
         *("validation.ood_dataset=toy_ood", "validation.ood_size=12", "filter.quota=2", "player.n=4"),
