@@ -103,8 +103,8 @@ def short_help(overrides: Optional[list[str]] = None) -> str:
         "",
         "CPMöbius, data-free RL for math reasoning on verl: a Coach model writes problems, a Player model",
         "solves them; problems it solves sometimes but not always train it (GRPO), and its validation gain",
-        "Δt rewards the Coach. With no arguments: the toy world on this CPU (tiny models, 15 steps, about",
-        "3 minutes on 2 cores, nothing downloaded).",
+        "Δt rewards the Coach. With no arguments: the toy world on this CPU (tiny models, 15 steps; the first",
+        "run pretrains them for about 3.5 minutes on 2 cores; nothing downloaded).",
         "",
         "Presets (configs/<group>/<option>.yaml; * = default):",
     ]
