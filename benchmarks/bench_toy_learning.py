@@ -4,7 +4,8 @@ and by how much more with the full method than without each of its parts?
 Runs ``python -m cpmobius.main`` (the embedded default: toy world, CPU) for several seeds of each
 variant, one fresh run folder each, and prints a markdown table: mean ± standard error over seeds of
 the gain in validation accuracy from the start (step 0, before any update) to the end (the mean of the
-last three steps), and the difference full − variant with its standard error, paired by seed:
+last three steps), and the difference full − variant with its standard error, paired by seed, its paired t
+and two-sided p and the number of seeds where full is ahead:
 
     variant            | command override
     full               | (none)
@@ -12,12 +13,15 @@ last three steps), and the difference full − variant with its standard error, 
     no_filter          | filter.enabled=false
     no_warmup          | warmup.enabled=false
     released_reward    | coach.reward=released_uniform   (the released 1.5B script's Coach reward)
-    delta_t_constant   | coach.delta_t_source=constant coach.delta_t_constant=0.02   (does Δt steer the Coach?
-    delta_t_noise      | coach.delta_t_source=noise coach.delta_t_noise_sd=0.02       the Coach's reward with Δt
-    delta_t_shuffled   | coach.delta_t_source=shuffled                                replaced; docs/toy.md)
+    delta_t_constant   | coach.delta_t_source=constant coach.delta_t_constant=M   (does Δt steer the Coach?
+    delta_t_noise      | coach.delta_t_source=noise coach.delta_t_noise_sd=S      the Coach's reward with Δt
+    delta_t_shuffled   | coach.delta_t_source=shuffled                            replaced; docs/toy.md)
     rent, ttrl         | method=rent, method=ttrl        (the comparison baselines: the Player alone on the
                                                           validation set's questions, docs/baselines.md)
     rzero              | method=rzero                    (R-Zero's Challenger and Solver phases, docs/baselines.md)
+
+M and S are the mean and standard deviation of ``val/delta_t`` over every step and seed of the ``full`` arm's
+runs in the same ``--out``, which run first (``coach.delta_t_constant=...`` on the command line sets another).
 
 The seed is the top-level ``seed`` key: it changes everything a run depends on (the toy models'
 pretraining, the warm-up data and its order, every Coach and Player sample); the validation set is the
@@ -58,9 +62,10 @@ VARIANTS = {
     "no_filter": ["filter.enabled=false"],
     "no_warmup": ["warmup.enabled=false"],
     "released_reward": ["coach.reward=released_uniform"],
-    # 0.02: about the default run's mean Δt; pass coach.delta_t_constant=<the full arm's mean> to set another.
-    "delta_t_constant": ["coach.delta_t_source=constant", "coach.delta_t_constant=0.02"],
-    "delta_t_noise": ["coach.delta_t_source=noise", "coach.delta_t_noise_sd=0.02"],
+    # The constant and the noise SD are the `full` arm's mean and SD of val/delta_t over its runs in the same --out
+    # (`delta_t_of_full`), added when these arms start; an override given on the command line wins.
+    "delta_t_constant": ["coach.delta_t_source=constant"],
+    "delta_t_noise": ["coach.delta_t_source=noise"],
     "delta_t_shuffled": ["coach.delta_t_source=shuffled"],
     "rent": ["method=rent"],
     "ttrl": ["method=ttrl"],
@@ -104,6 +109,53 @@ def run_one(out: Path, variant: str, seed: int, extra: list[str]) -> tuple[Path,
     if done.returncode != 0:
         raise RuntimeError(f"{variant} seed {seed} failed (exit {done.returncode}); see {run_dir / 'bench.log'}")
     return run_dir, wall_s
+
+
+# The Coach-reward arms whose value comes from the full arm's Δt: the key each sets and the statistic it takes.
+FROM_FULL = {"delta_t_constant": ("coach.delta_t_constant", "mean"), "delta_t_noise": ("coach.delta_t_noise_sd", "sd")}
+
+
+def delta_t_of_full(out: Path, seeds: list[int]) -> dict[str, float]:
+    """The mean and standard deviation of ``val/delta_t`` over every step of the ``full`` arm's runs of ``seeds`` in
+    ``out`` (fractions, as logged): the constant and the noise SD of the Coach-reward ablations, as docs/toy.md's
+    measurement fixes them before its runs.
+
+    Raises:
+        FileNotFoundError: a seed's ``full`` run has not finished (its folder holds no ``val/delta_t``).
+    """
+    values = []
+    for seed in seeds:
+        run_dir = out / f"full_seed{seed}"
+        logged = series(read_run_metrics(run_dir), "val/delta_t")[1] if (run_dir / "metrics.jsonl").is_file() else []
+        if not logged:
+            raise FileNotFoundError(
+                f"{run_dir}: no finished full run to take Δt from; run `--variants full` with the same --out and "
+                f"seeds first, or give the value (coach.delta_t_constant=..., coach.delta_t_noise_sd=...)"
+            )
+        values += logged
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def arm_overrides(variant: str, out: Path, seeds: list[int], extra: list[str]) -> list[str]:
+    """``extra`` plus, for an arm whose value comes from the full arm (`FROM_FULL`), that value, unless ``extra``
+    already sets its key."""
+    if variant not in FROM_FULL:
+        return extra
+    key, statistic = FROM_FULL[variant]
+    if any(arg.lstrip("+").split("=", 1)[0] == key for arg in extra):
+        return extra
+    return [*extra, f"{key}={delta_t_of_full(out, seeds)[statistic]:.6g}"]
+
+
+def paired_test(differences: list[float]) -> tuple[float, float]:
+    """The paired t statistic and its two-sided p (Student's t, n − 1 degrees of freedom) of per-seed differences;
+    (nan, nan) below two seeds or with no spread."""
+    from scipy import stats
+
+    if len(differences) < 2 or statistics.stdev(differences) == 0:
+        return float("nan"), float("nan")
+    result = stats.ttest_1samp(differences, 0.0)
+    return float(result.statistic), float(result.pvalue)
 
 
 def summarize_run(run_dir: Path) -> dict[str, float]:
@@ -175,7 +227,7 @@ def acceptance(row: dict[str, float]) -> bool:
 def format_table(results: dict[str, list[dict[str, float]]]) -> str:
     """A markdown table: one row per variant, mean ± SE over seeds; full − variant paired by seed."""
     lines = [
-        "| variant | seeds | val acc start | val acc end (last 3) | gain ± SE | full − variant ± SE | "
+        "| variant | seeds | val acc start | val acc end (last 3) | gain ± SE | full − variant ± SE (paired t, p) | "
         "kept pseudo-label right | Coach level (first 3 → last 3 steps) | Coach batches per step | "
         "kept per step (share of steps at the quota) |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -190,8 +242,12 @@ def format_table(results: dict[str, list[dict[str, float]]]) -> str:
             difference = "—"
         else:
             diff, diff_se = mean_se(paired)
+            t, p = paired_test(paired)
+            ahead = sum(d > 0 for d in paired)
             difference = f"{diff:+.3f} ± {diff_se:.3f}" + (
-                " (> 2 SE)" if len(paired) > 1 and diff > 2 * diff_se else ""
+                f", t({len(paired) - 1}) = {t:+.2f}, p = {p:.3f}, full ahead {ahead}/{len(paired)}"
+                if not math.isnan(t)
+                else ""
             )
         lines.append(
             f"| {variant} | {len(rows)} | {statistics.fmean(r['start'] for r in rows):.3f} | "
@@ -282,12 +338,17 @@ def main(argv: Optional[list[str]] = None) -> None:
     if not args.report_only:
         for seed in args.seeds:
             prepare_seed(seed, args.overrides)
-        runs = [(variant, seed) for variant in args.variants for seed in args.seeds]
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for (variant, seed), (_, wall_s) in zip(
-                runs, pool.map(lambda vs: run_one(args.out, *vs, args.overrides), runs)
-            ):
-                print(f"[bench] {variant} seed {seed}: {wall_s:.0f} s", flush=True)
+        # The full arm first: the constant and noise arms take their value from its finished runs.
+        phases = [[v for v in args.variants if v == "full"], [v for v in args.variants if v != "full"]]
+        for variants in phases:
+            runs = [
+                (v, seed, arm_overrides(v, args.out, args.seeds, args.overrides))
+                for v in variants
+                for seed in args.seeds
+            ]
+            with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+                for (variant, seed, _), (_, wall_s) in zip(runs, pool.map(lambda r: run_one(args.out, *r), runs)):
+                    print(f"[bench] {variant} seed {seed}: {wall_s:.0f} s", flush=True)
     results: dict[str, list[dict[str, float]]] = {v: [] for v in args.variants}
     for variant in args.variants:
         for seed in args.seeds:
@@ -302,6 +363,9 @@ def main(argv: Optional[list[str]] = None) -> None:
             results[variant].append({"seed": seed, **row})
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    if len(results.get("full", [])) == len(args.seeds):
+        full_dt = delta_t_of_full(args.out, args.seeds)
+        print(f"full arm's val/delta_t over every step and seed: mean {full_dt['mean']:+.4f}, SD {full_dt['sd']:.4f}")
     if results.get("full"):
         print(format_seeds(results["full"]))
     print(format_table(results))

@@ -223,8 +223,10 @@ def test_benchmark_summary_and_table(tmp_path, load_script):
     full = [{**row, "seed": 0}, {**row, "seed": 1, "gain_last3": 0.14}]
     variant = [{**row, "seed": 0, "gain_last3": 0.04}, {**row, "seed": 1, "gain_last3": 0.11}]
     table = bench.format_table({"full": full, "no_filter": variant, "no_warmup": []})
-    # gain 0.115 ± sd(0.09, 0.14)/sqrt 2 = 0.0354/1.414 = 0.025; difference 0.04 ± 0.01 (> 2 SE)
-    assert "| full | 2 |" in table and "+0.115 ± 0.025" in table and "+0.040 ± 0.010 (> 2 SE)" in table
+    # gain 0.115 ± sd(0.09, 0.14)/sqrt 2 = 0.0354/1.414 = 0.025; difference 0.04 ± 0.01, t = 4 on 1 degree of
+    # freedom (a Cauchy variable): two-sided p = 1 - 2 atan(4) / pi = 0.156
+    assert "| full | 2 |" in table and "+0.115 ± 0.025" in table
+    assert "+0.040 ± 0.010, t(1) = +4.00, p = 0.156, full ahead 2/2" in table
     # steps 1-10 keep 8, 6, 8, ...: 7.0 a step, 5 of 10 steps at the quota
     assert table.splitlines()[2].endswith("| 7.0 (0.50) |")
     assert "no_warmup" not in table
@@ -235,6 +237,40 @@ def test_benchmark_summary_and_table(tmp_path, load_script):
         "full: Coach problems outside the levels 0.10 → 0.45 (first 3 → last 3 steps)",
         "no_filter: Coach problems outside the levels 0.10 → 0.90 (first 3 → last 3 steps)",
     ]
+
+
+def test_the_constant_and_noise_arms_take_the_full_arms_delta_t_and_run_after_it(tmp_path, load_script, monkeypatch):
+    """docs/toy.md's measurement: the constant is the full arm's mean Δt over every step and seed, the noise SD
+    its standard deviation, so the full arm runs first; a value given on the command line wins."""
+    bench = load_script("benchmarks/bench_toy_learning.py")
+    delta_t = {10: [0.01, 0.03], 11: [0.02, 0.06]}  # mean 0.03; SD sqrt((4 + 0 + 1 + 9) e-4 / 3) = 0.0216025
+    calls = []
+
+    def run_one(out, variant, seed, extra):
+        calls.append((variant, seed, extra))
+        if variant == "full":
+            (out / f"full_seed{seed}").mkdir(parents=True)
+            rows = [(0, {"val/accuracy": 0.2})] + [
+                (step, {"val/accuracy": 0.2, "val/delta_t": d}) for step, d in enumerate(delta_t[seed], 1)
+            ]
+            _write_metrics(out / f"full_seed{seed}" / "metrics.jsonl", rows)
+        return out, 0.0
+
+    monkeypatch.setattr(bench, "prepare_seed", lambda seed, extra: None)
+    monkeypatch.setattr(bench, "run_one", run_one)
+    with pytest.raises(FileNotFoundError, match="--variants full"):
+        bench.main(["--variants", "delta_t_constant", "--seeds", "10", "--out", str(tmp_path)])
+    bench.main(
+        ["--variants", "delta_t_constant", "delta_t_noise", "full", "--seeds", "10", "11", "--out", str(tmp_path)]
+    )
+    assert [c[:2] for c in calls] == [
+        ("full", 10), ("full", 11), ("delta_t_constant", 10), ("delta_t_constant", 11),
+        ("delta_t_noise", 10), ("delta_t_noise", 11),
+    ]  # fmt: skip
+    assert calls[2][2] == ["coach.delta_t_constant=0.03"] and calls[4][2] == ["coach.delta_t_noise_sd=0.0216025"]
+    given = ["coach.delta_t_constant=0.5"]
+    assert bench.arm_overrides("delta_t_constant", tmp_path, [10, 11], given) == given
+    assert bench.arm_overrides("delta_t_shuffled", tmp_path, [10], []) == []
 
 
 def test_benchmark_details_give_the_greedy_and_per_level_gains_paired_by_seed(tmp_path, load_script):
