@@ -76,13 +76,14 @@ DEFAULT_VARIANTS = ["full", "no_coach_update", "no_filter", "no_warmup"]
 
 def prepare_seed(seed: int, extra: list[str]) -> None:
     """Pretrain (or find cached) the toy models and warm-up data of one seed, before its runs start, so
-    that runs of one seed never pretrain into the same folder at the same time."""
+    that runs of one seed never pretrain into the same folder at the same time; on the kernels the runs hold
+    (`cpmobius.main.hold_kernels`), or the runs would find the models made on others and pretrain again."""
     command = [
         sys.executable,
         "-c",
         "import sys; from cpmobius.engine.config import compose_config; "
-        "from cpmobius.main import prepare_models; from cpmobius.settings import load_settings; "
-        "cfg = compose_config(sys.argv[1:]); prepare_models(cfg, load_settings(cfg))",
+        "from cpmobius.main import hold_kernels, prepare_models; from cpmobius.settings import load_settings; "
+        "cfg = compose_config(sys.argv[1:]); hold_kernels(cfg); prepare_models(cfg, load_settings(cfg))",
         f"seed={seed}",
         *extra,
     ]

@@ -107,11 +107,12 @@ def gate_seed(seed: int, overrides: list[str], problems: int, frontier_level: in
 
     from cpmobius.difficulty_filter import assign_pseudo_labels
     from cpmobius.engine.config import build_policy_configs, compose_config
-    from cpmobius.main import prepare_models
+    from cpmobius.main import hold_kernels, prepare_models
     from cpmobius.prompts import PlayerPrompt, resolve_answer_instruction
     from cpmobius.settings import load_settings
 
     cfg = compose_config([f"seed={seed}", *overrides])
+    hold_kernels(cfg)  # the runs' kernels, for the models and the gate's figures alike
     settings = load_settings(cfg)
     prepare_models(cfg, settings)
     rollout = build_policy_configs(cfg)["player"].actor_rollout_ref.rollout

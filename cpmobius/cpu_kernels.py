@@ -45,6 +45,27 @@ def hold_portable_kernels(environ: "os._Environ[str] | dict[str, str]" = os.envi
     return dict(PORTABLE_KERNELS)
 
 
+def check_kernels_in_force(environ: Mapping[str, str] = os.environ) -> None:
+    """Raise when this process's torch computes on other kernels than ``ATEN_CPU_CAPABILITY`` in ``environ`` asks
+    for: torch fixed its choice at its first kernel, before the variable was set (`hold_portable_kernels` came
+    too late). What a process records as made on its kernels (the toy cache's key) must be what made it.
+
+    Raises:
+        RuntimeError: naming both; the fix is to hold the kernels before anything computes (``python -m
+            cpmobius.main`` does; a script calls ``cpmobius.main.hold_kernels(cfg)`` first).
+    """
+    import torch
+
+    asked, running = environ.get("ATEN_CPU_CAPABILITY"), torch.backends.cpu.get_cpu_capability()
+    if asked and asked.upper() != running.upper():
+        raise RuntimeError(
+            f"this process computes on torch's {running} kernels, but ATEN_CPU_CAPABILITY={asked}: torch chose its "
+            "kernels at its first computation, before the variable was set, so what it makes now would be "
+            "recorded as made on kernels it was not. Hold the kernels first (cpmobius.main.hold_kernels(cfg) "
+            "before anything computes), or run it in a fresh process."
+        )
+
+
 def kernel_settings(environ: Mapping[str, str] = os.environ) -> dict[str, "str | None"]:
     """The values of `PORTABLE_KERNELS`' variables in ``environ`` (None when unset): part of the toy cache's
     keys, so that models or a warm-up made on other kernels are never reused."""

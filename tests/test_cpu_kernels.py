@@ -134,3 +134,32 @@ def test_models_pretrained_on_other_kernels_are_not_reused(monkeypatch):
     assert portable["kernels"] == PORTABLE_KERNELS
     monkeypatch.delenv("MKL_CBWR")
     assert _toy_record("Write a problem.", None, PretrainSpec()) != portable
+
+
+def test_a_process_already_on_other_kernels_refuses_to_record_them_as_held(monkeypatch):
+    """torch fixes its kernels at its first computation: a variable set later changes nothing, so what the
+    process makes must not be recorded as made on the variable's kernels."""
+    from cpmobius.cpu_kernels import check_kernels_in_force
+
+    torch.ones(2).sum()  # this process has chosen its kernels
+    running = torch.backends.cpu.get_cpu_capability()
+    check_kernels_in_force({"ATEN_CPU_CAPABILITY": running.lower()})
+    check_kernels_in_force({})
+    other = "avx2" if running.upper() != "AVX2" else "default"
+    with pytest.raises(RuntimeError, match=f"computes on torch's {running} kernels, but ATEN_CPU_CAPABILITY={other}"):
+        check_kernels_in_force({"ATEN_CPU_CAPABILITY": other})
+
+
+def test_the_learning_benchmark_pretrains_on_the_kernels_its_runs_hold(tmp_path, load_script, monkeypatch):
+    """The benchmark pretrains each seed before its runs; on other kernels than the runs', every run would find
+    the models made on the wrong kernels and pretrain again (two at a time into one folder)."""
+    bench = load_script("benchmarks/bench_toy_learning.py")
+    for name in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    short = ["model.pretrain.player_steps=4", "model.pretrain.coach_steps=4", "model.pretrain.batch_size=8"]
+    bench.prepare_seed(3, [f"model.cache_dir={tmp_path}", *short])
+    records = [
+        json.loads((tmp_path / "seed3" / f"tiny-{role}" / "cpmobius_toy.json").read_text())
+        for role in ("coach", "player")
+    ]
+    assert [r["kernels"] for r in records] == [PORTABLE_KERNELS, PORTABLE_KERNELS]

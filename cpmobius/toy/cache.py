@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 import torch
 
-from cpmobius.cpu_kernels import kernel_settings
+from cpmobius.cpu_kernels import check_kernels_in_force, kernel_settings
 from cpmobius.toy.tiny_models import TINY_SPEC, build_char_tokenizer, build_tiny_qwen2
 from cpmobius.toy.world import PretrainSpec, coach_sampler, coach_warmup_messages, player_sampler, pretrain
 
@@ -156,6 +156,8 @@ def _materialize_one(
 ) -> None:
     """Build, pretrain and save one toy model ("Coach" or "Player") at ``path`` (`materialize_toy_models`)."""
     from transformers.utils import logging as hf_logging
+
+    check_kernels_in_force()  # the record names the kernels in the environment: they must be this process's
 
     if role == "Coach":
         sample, steps, model_seed = (
