@@ -19,6 +19,7 @@ and two-sided p and the number of seeds where full is ahead:
     rent, ttrl         | method=rent, method=ttrl        (the comparison baselines: the Player alone on the
                                                           validation set's questions, docs/baselines.md)
     rzero              | method=rzero                    (R-Zero's Challenger and Solver phases, docs/baselines.md)
+    rzero_warmed_up    | method=rzero warmup.enabled=true   (its Coach warmed up as CPMöbius's; R-Zero has no SFT)
 
 M and S are the mean and standard deviation of ``val/delta_t`` over every step and seed of the ``full`` arm's
 runs in the same ``--out``, which run first (``coach.delta_t_constant=...`` on the command line sets another).
@@ -70,6 +71,8 @@ VARIANTS = {
     "rent": ["method=rent"],
     "ttrl": ["method=ttrl"],
     "rzero": ["method=rzero"],
+    # R-Zero has no SFT, so its toy Coach starts unable to write the world's problems: warmed up as CPMöbius's is.
+    "rzero_warmed_up": ["method=rzero", "warmup.enabled=true"],
 }
 DEFAULT_VARIANTS = ["full", "no_coach_update", "no_filter", "no_warmup"]
 

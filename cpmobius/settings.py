@@ -232,6 +232,8 @@ class ValidationSettings:
     # teacher-forced probability of each problem's canonical correct response at the Player's sampling
     # temperature (a departure; toy set only, with the greedy pass logged beside it as val/accuracy_greedy).
     metric: str = default("validation.metric")
+    # The temperature `expected` scores at (null = the Player's rollout temperature): one for every method compared.
+    temperature: Optional[float] = default("validation.temperature")
     # Δt from an exponential moving average of validation accuracy with this decay, or null for none
     # (released option proposer_ema, decay 0.99, off in every script).
     ema_decay: Optional[float] = default("validation.ema_decay")
@@ -266,6 +268,7 @@ class ValidationSettings:
             "validation.metric",
             "expected logs the greedy pass beside it (val/accuracy_greedy): set validation.greedy=true",
         )
+        _require(self.temperature is None or self.temperature > 0, "validation.temperature", "must be > 0 or null")
         _require(
             self.ema_decay is None or 0.0 < self.ema_decay < 1.0, "validation.ema_decay", "must be in (0, 1) or null"
         )

@@ -182,8 +182,8 @@ def measure_accuracy(
     # pass puts the Player's engine to sleep, generating wakes it.
     expected = ood_expected = None
     if settings.metric == "expected":
-        expected = expected_accuracy(player, val_set, prompt)
-        ood_expected = expected_accuracy(player, ood_set, prompt) if ood_set is not None else None
+        expected = expected_accuracy(player, val_set, prompt, settings.temperature)
+        ood_expected = expected_accuracy(player, ood_set, prompt, settings.temperature) if ood_set is not None else None
     k = settings.samples_per_problem
     per_problem, grades, tokens, sampling, truncated = _decoded_pass(player, val_set, settings, prompt)
     result = ValidationResult(
@@ -246,22 +246,25 @@ def sampling_standard_error(per_problem: list[float], k: int) -> Optional[float]
 
 
 def expected_accuracy(
-    player: TrainedPolicy, val_set: ValidationSet, prompt: PlayerPrompt = PlayerPrompt()
+    player: TrainedPolicy,
+    val_set: ValidationSet,
+    prompt: PlayerPrompt = PlayerPrompt(),
+    temperature: Optional[float] = None,
 ) -> list[float]:
-    """Per problem, the probability that the Player, sampling at its rollout temperature, writes exactly the
-    problem's canonical correct response: exp of the summed teacher-forced log-probs of its tokens.
+    """Per problem, the probability that the Player, sampling at ``temperature``, writes exactly the problem's
+    canonical correct response: exp of the summed teacher-forced log-probs of its tokens.
 
     # CPMöbius: the paper's avg@k at the sampling temperature in the limit k → ∞, without sampling noise,
     but restricted to the canonical response (the toy world's ``\\boxed{answer}``, then the end-of-turn
     token, as its Player was pretrained to answer): any other correct response counts 0, so this is a lower
     bound on P(correct). Exact for that string with top-p 1, top-k off and no repetition penalty (the
-    toy's sampling). The log-probs are `TrainedPolicy.compute_log_probs`'s, at the Player's
-    ``rollout.temperature`` (the batch carries no other temperature).
+    toy's sampling). The log-probs are `TrainedPolicy.compute_log_probs`'s at ``temperature``.
 
     Args:
         player: the Player (``tokenizer``, ``prompt_token_ids``, ``compute_log_probs``).
         val_set: a set with ``canonical_responses`` (P of them).
         prompt: the Player's prompt, as in training and the decoded pass.
+        temperature: the logit temperature (``validation.temperature``); None = the Player's ``rollout.temperature``.
 
     Returns:
         P probabilities in [0, 1].
@@ -280,6 +283,8 @@ def expected_accuracy(
         for text in val_set.canonical_responses
     ]
     batch = token_rollouts(prompts, responses, tokenizer.pad_token_id)
+    if temperature is not None:
+        batch.meta_info["temperature"] = float(temperature)  # what the log-prob pass divides the logits by
     log_probs, _ = player.compute_log_probs(batch)  # (P, response_length), 0 on padding
     mask = batch.batch["response_mask"].to(torch.float64)
     return torch.exp((log_probs.to(torch.float64) * mask).sum(dim=-1)).tolist()

@@ -8,6 +8,4 @@ exec bash "$(dirname "$0")/launch.sh" paper_qwen_1p5b method=rent \
   trainer.experiment_name=rent_qwen_1p5b \
   trainer.total_training_steps=150 \
   data.max_response_length=3072 \
-  player.verl.rollout.temperature=1.0 \
-  player.verl.actor.entropy_coeff=0.0 \
   "$@"

@@ -15,10 +15,4 @@ exec bash "$(dirname "$0")/launch.sh" paper_qwen_1p5b method=rzero \
   method.solver_questions=8000 \
   method.prompts_per_step=512 \
   data.max_response_length=3072 \
-  actor_rollout_ref.actor.kl_loss_coef=0.01 \
-  actor_rollout_ref.actor.clip_ratio_high=0.3 \
-  player.verl.rollout.temperature=1.0 \
-  player.verl.actor.entropy_coeff=0.0 \
-  coach.verl.rollout.temperature=1.0 \
-  coach.verl.actor.entropy_coeff=0.0 \
   "$@"

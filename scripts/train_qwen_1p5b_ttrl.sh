@@ -12,6 +12,4 @@ exec bash "$(dirname "$0")/launch.sh" paper_qwen_1p5b method=ttrl \
   actor_rollout_ref.actor.optim.lr_scheduler_type=cosine \
   actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=0.03 \
   actor_rollout_ref.actor.optim.total_training_steps=300 \
-  player.verl.rollout.temperature=1.0 \
-  player.verl.actor.entropy_coeff=0.0 \
   "$@"

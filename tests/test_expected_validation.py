@@ -48,9 +48,17 @@ class StubPlayer:
                 attention_mask=batch.batch["attention_mask"],
                 position_ids=batch.batch["position_ids"],
             ).logits[:, -width - 1 : -1]
-        log_probs = torch.log_softmax(logits / self.temperature, dim=-1)
+        log_probs = torch.log_softmax(logits / self.logit_temperature(batch), dim=-1)
         picked = log_probs.gather(-1, batch.batch["responses"][..., None])[..., 0]
         return picked * mask, torch.zeros_like(mask)
+
+    def logit_temperature(self, batch):
+        """The temperature verl's log-prob pass divides the logits by: the worker input's, as `Policy` builds it."""
+        from verl.utils import tensordict_utils as tu
+
+        from cpmobius.engine.batches import worker_input
+
+        return tu.get(worker_input(batch, self.temperature, calculate_entropy=True, compute_loss=False), "temperature")
 
     def activate(self):
         pass
@@ -93,6 +101,23 @@ def test_expected_accuracy_matches_an_independent_forward_of_the_tiny_model():
         want.append(math.exp(float(log_p)))
     assert got == pytest.approx(want, rel=1e-4)
     assert 0.0 < min(got) and max(got) < 1e-3  # an untrained model: some mass, far from certain
+
+
+def test_expected_accuracy_scores_every_method_at_the_validation_temperature():
+    """A baseline sampling at T = 1.0 (RENT, TTRL, R-Zero's released value) is scored at the toy's validation
+    temperature, as CPMöbius's Player at 0.6 is; without one, at its own rollout temperature."""
+    model = build_tiny_qwen2(build_char_tokenizer(), seed=3).eval()
+    at_06 = expected_accuracy(StubPlayer(model=model, temperature=0.6), TOY_SET)
+    hot = StubPlayer(model=model, temperature=1.0, texts=["\\boxed{7}", "\\boxed{-5}"])
+    assert expected_accuracy(hot, TOY_SET, temperature=0.6) == pytest.approx(at_06, rel=1e-6, abs=0)
+    assert expected_accuracy(hot, TOY_SET) != pytest.approx(at_06, rel=1e-2, abs=0)
+    result = measure_accuracy(hot, TOY_SET, ValidationSettings(metric="expected", temperature=0.6))
+    assert result.correct_per_problem == pytest.approx(at_06, rel=1e-6, abs=0)
+    for method in ("rent", "ttrl", "rzero"):
+        cfg = compose_config([f"method={method}"])
+        assert (cfg.player.verl.rollout.temperature, cfg.validation.temperature) == (1.0, 0.6)
+    with pytest.raises(ConfigError, match="validation.temperature"):
+        load_settings(compose_config(["validation.temperature=0"]))
 
 
 def test_the_worker_input_of_a_teacher_forced_batch_runs_at_the_players_temperature():

@@ -750,6 +750,50 @@ def test_labelled_left_sides_and_true_chains_give_their_value(gold, answer, verd
     assert grade(gold, boxed(answer)).correct is verdict
 
 
+@pytest.mark.parametrize(
+    ("gold", "answer", "verdict"),
+    [
+        ("2x", "f'(x) = 2x", True),  # a derivative names the quantity asked for
+        ("2x", "f^{\\prime}(x) = 2x", True),
+        ("2x", "y' = 2x", True),
+        ("2", "f''(x) = 2", True),
+        ("6", "f'(3) = 6", True),  # and so does a value at a point
+        ("6", "f(3) = 6", True),
+        ("3x^2", "\\frac{dy}{dx} = 3x^2", True),
+        ("6x", "\\frac{d^2y}{dx^2} = 6x", True),
+        ("2x+1", "f'(x) = 2x", False),
+        ("f(x) = 2x", "f'(x) = 2x", False),  # two equations: the prime marks tell them apart
+        ("3x^2", "\\frac{d}{dx}(x^3)", True),  # an unevaluated derivative is its value (math-verify evaluates it)
+        ("\\cos x", "\\frac{d}{dx}\\sin x", True),
+        ("3x^2", "\\frac{d}{dx}(x^2)", False),
+    ],
+)
+def test_derivative_answers_get_a_verdict_not_an_error(gold, answer, verdict):
+    """A derivative evaluated at two points raised inside the worker ("can't calculate derivative wrt 2/3"): the
+    pair came back with status error, a wrong verdict either way."""
+    result = grade(gold, boxed(answer))
+    assert (result.status, result.correct) == ("ok", verdict)
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "verdict"),
+    [
+        ("51", "fifty-one", True),
+        ("51", "\\text{fifty-one}", True),
+        ("21", "\\text{Twenty One}", True),
+        ("105", "\\text{one hundred and five}", True),
+        ("2026", "\\text{two thousand and twenty-six}", True),
+        ("-3", "\\text{minus three}", True),
+        ("0", "\\text{zero}", True),
+        ("50", "\\text{fifty-one}", False),
+        ("1", "\\text{one solution}", False),  # a number inside a phrase is not read
+        ("120", "\\text{one twenty}", False),  # words out of a number's order
+    ],
+)
+def test_a_number_in_words_is_its_numeral(gold, answer, verdict):
+    assert grade(gold, boxed(answer)).correct is verdict
+
+
 def test_a_labelled_answer_joins_its_values_cluster_and_two_equations_do_not_merge():
     assert answers_equivalent("m+n=17", "17") and not answers_equivalent("x+y=5", "x-y=5")
 
@@ -775,6 +819,8 @@ def test_a_text_answer_in_the_singular_or_plural_is_one_answer(gold, answer, ver
         ["9.8 \\mathrm{m/s^2}", "9.8", "9.8", "9.8\\,\\mathrm{m/s^2}"],
         ["\\text{no solution}", "\\text{no solutions}", "\\text{no solution}", "\\text{no solutions}"],
         ["\\sin 30^\\circ", "\\frac12", "0.5", "\\sin(30^{\\circ})"],
+        ["51", "fifty-one", "51", "\\text{fifty-one}"],
+        ["2x", "f'(x) = 2x", "2x", "y' = 2x"],
     ],
 )
 def test_two_spellings_of_one_answer_are_one_cluster_not_a_tie(group):

@@ -412,6 +412,35 @@ def assert_the_readme_table_reproduces(output: str) -> None:
     )
 
 
+# Other CPUs, emulated on this one, as a user's environment would set them: torch's AVX2 kernels with MKL held to
+# AVX2 (an AVX2-only CPU), torch's baseline kernels with MKL's AVX2 branch and 16 threads (an older CPU with many
+# cores). The run holds every process to the portable kernels whatever the environment says.
+OTHER_CPUS = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "default-16-threads": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2", "OMP_NUM_THREADS": "16"},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cpu", OTHER_CPUS)
+def test_the_defaults_first_step_prints_the_readmes_rows_on_another_cpus_kernels(cpu, fresh_clone, tmp_path):
+    """The README's table holds on any x86-64 CPU: the default's step 0 and step 1 under another CPU's kernel
+    choices, from the fresh clone (its cached models, made on this machine's), equal the README's first two rows,
+    every non-timing cell. The README's own block runs the whole default on this machine's kernels."""
+    clone, env = fresh_clone
+    run = tmp_path / "run"
+    command = (
+        f"python -m cpmobius.main trainer.total_training_steps=1 trainer.default_local_dir={run} "
+        f"hydra.run.dir={tmp_path / 'hydra'}"
+    )
+    result = _run(command, clone, {**env, **OTHER_CPUS[cpu]})
+    assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    made_on, this_run = kernels_of(README.read_text(encoding="utf-8")), kernels_of(result.stdout)
+    if numerics_of(this_run) != numerics_of(made_on):
+        pytest.skip(f"this run's kernels {this_run!r} are not the README's {made_on!r} (not x86-64, or another torch)")
+    assert step_rows(result.stdout) == step_rows(readme_table())[:2], result.stdout[-3000:]
+
+
 def test_the_table_reader_drops_timings_and_stops_at_the_table_end():
     text = (
         "noise\nstep val_acc kept coach_s step_s\n   0   0.203    -       -      -\n(worker pid=7) a log line\n"

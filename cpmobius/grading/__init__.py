@@ -71,10 +71,18 @@ units `5\text{ cm}`, `5 cm`     a trailing `\text{..}`/`\mathrm{..}` unit or   5
 annotations                     a leading `\approx` and a trailing             ≈ 3.14 = 3.14 ≠ π;
                                 `\text{(remark)}` are dropped                  12 (rounded) = 12
 labelled / chained values       against a value, an equation whose left side   m+n=17 = 17;
-                                names the quantity (`m+n`, `f^{-1}(x)`) is its f^{-1}(x)=x+1 = x+1;
-                                right side, and a true numeric chain its last  2+3=5 = 5; 2+3=6 ≠ 6;
-                                member (released: accepts labelled sides);     2x+1=7 ≠ 3
-                                two equations compare as equations
+                                names the quantity (`m+n`, `f^{-1}(x)`, a      f^{-1}(x)=x+1 = x+1;
+                                value at a point `f(3)`, a derivative `f'(x)`, f'(x)=2x = 2x;
+                                `y''`, `\frac{dy}{dx}`) is its right side, and  2+3=5 = 5; 2+3=6 ≠ 6;
+                                a true numeric chain its last member            2x+1=7 ≠ 3
+                                (released: accepts labelled sides); two
+                                equations compare as equations
+derivatives `\frac{d}{dx}`       an unevaluated derivative is its value, as    \frac{d}{dx}(x^3) =
+                                math-verify evaluates it (released: the same)  3x^2 ≠ \frac{d}{dx}x^2
+number words `fifty-one`        a whole answer that is a cardinal number in   fifty-one = 51;
+                                English words is its numeral (released: not    \text{one solution}
+                                read, fifty-one ≠ 51); words in a phrase or    ≠ 1
+                                out of a number's order are left as text
 currency `\$10`                 `$`, `\$`, €, £, ¥ are dropped                $10 = 10
 thousands `1,000`               `,`, `{,}`, `,\!` join digits only between    1,000 = 1{,}000 =
                                 1–3 digits and groups of exactly 3 (plain `,`   1\,000 = 1000;

@@ -26,6 +26,7 @@ from cpmobius.grading.numerals import (
     clock_times,
     join_thousands,
     mixed_numbers,
+    number_words,
     repeating_decimals,
     trig_degrees,
 )
@@ -347,6 +348,8 @@ def canonicalize(ans: str) -> str:
         return canonicalize(m.group(3))  # "(B) 12", "\mathbf{(B)}\ x^2": the value after an option label
     s = _EMPHASIS_RE.sub("", s)
     s = _TEXT_GROUP_RE.sub(r"\\text{\1}", s)  # `\textbf{\emph{word}}` → `\text{word}`
+    if (words := number_words(s)) is not None:
+        return words  # CPMöbius: a number in words (`fifty-one`, `\text{twenty one}`) is its numeral
     s = _ELLIPSIS_RE.sub(r"\\ldots ", s)
     if ":" in s or "m" in s.lower():
         s = clock_times(s)  # CPMöbius: a meridiem is part of the time, not a unit

@@ -51,9 +51,13 @@ class _LRU:
 
 VERDICT_CACHE = _LRU(1 << 17)
 
-# A left side that names the quantity asked for: `m+n`, `a+b+c`, `f^{-1}(x)`, `p(x)`, `a_1+a_2`.
-_NAME = r"[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?"
-_LABEL_RE = re.compile(rf"^{_NAME}(?:\^\{{-1\}})?(?:\([A-Za-z]\))?(?:[+\-]{_NAME})*$")
+# A left side that names the quantity asked for: `m+n`, `a+b+c`, `f^{-1}(x)`, `p(x)`, `a_1+a_2`, a value at a point
+# (`f(3)`, `p(-1)`) and a derivative (`f'(x)`, `y''`, `f'(3)`, `\frac{dy}{dx}`, `\frac{d^2y}{dx^2}`).
+_NAME = r"[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?'*"
+_LEIBNIZ = r"\\frac\{d(?:\^\{?\d\}?)?[A-Za-z]\}\{d[A-Za-z](?:\^\{?\d\}?)?\}"
+_LABEL_RE = re.compile(
+    rf"^(?:{_LEIBNIZ}|{_NAME}(?:\^\{{-1\}})?(?:\((?:[A-Za-z]|-?\d+(?:\.\d+)?)\))?(?:[+\-]{_NAME})*)$"
+)
 
 
 def reduce_equation(a: str, b: str) -> tuple[str, str]:

@@ -186,3 +186,62 @@ def trig_degrees(s: str) -> str:
     """`\\sin 30^\\circ` → `\\sin(\\frac{30\\pi}{180})`: a degree sign in a trigonometric function's argument
     is an angle in degrees."""
     return _TRIG_DEGREES_RE.sub(_in_radians, s)
+
+
+# A whole answer that is a cardinal number in English words: `fifty-one`, `\text{twenty one}`, `one hundred and
+# five`, `a thousand`, `minus three`. Ordinals, fractions in words and numbers inside a phrase are not read.
+_UNITS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
+_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_WORDS_WRAPPER_RE = re.compile(r"^\\(?:text|mathrm|textrm|mbox)\{([^{}]*)\}$")
+
+
+def number_words(s: str) -> str | None:
+    """The digits of an answer written as a cardinal number in words (`fifty-one` → "51", `\\text{one hundred and
+    five}` → "105", `minus three` → "-3"), else None: any word outside the number's vocabulary, or words out of
+    a number's order (`one twenty`, `twenty thirty`), leave the answer as it was (`\\text{one solution}`)."""
+    m = _WORDS_WRAPPER_RE.match(s.strip())
+    text = (m.group(1) if m else s).strip().rstrip(".").lower()
+    if not text or not text[0].isalpha():
+        return None
+    words = [w for w in re.split(r"[\s\-]+", text) if w]
+    sign = ""
+    if words and words[0] in ("minus", "negative"):
+        sign, words = "-", words[1:]
+    total, group, last = 0, 0, None  # `last`: the kind of the previous word, to refuse words out of order
+    for i, word in enumerate(words):
+        if word == "and" and last in ("hundred", "scale") and i + 1 < len(words):
+            continue
+        if word == "a" and i + 1 < len(words) and (words[i + 1] == "hundred" or words[i + 1] in _SCALES):
+            group, last = 1, "unit"
+        elif word in _UNITS:
+            if (
+                last in ("unit", "teen")
+                or (last == "ten" and _UNITS[word] >= 10)
+                or (word == "zero" and len(words) > 1)
+            ):
+                return None
+            group, last = group + _UNITS[word], "teen" if _UNITS[word] >= 10 else "unit"
+        elif word in _TENS:
+            if last in ("unit", "teen", "ten"):
+                return None
+            group, last = group + _TENS[word], "ten"
+        elif word == "hundred":
+            if last not in ("unit", "teen") or group >= 100 or group == 0:
+                return None
+            group, last = group * 100, "hundred"
+        elif word in _SCALES:
+            if last is None or last == "scale" or group == 0:
+                return None
+            total, group, last = total + group * _SCALES[word], 0, "scale"
+        else:
+            return None
+    if last is None:
+        return None
+    return f"{sign}{total + group}"
