@@ -101,6 +101,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         "| path | pass | ms per micro-batch | µs per token | s for the paper batch | max abs diff vs vectorized |",
         "|---|---|---|---|---|---|",
     ]
+    from cpmobius.error_text import first_line
+
     table = paths(hidden, weight, labels)
     with torch.no_grad():
         reference = table["vectorized"]()[0].float()
@@ -116,7 +118,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                     f"{diff:.2e} |"
                 )
         except Exception as error:  # one path failing (a missing kernel) must not lose the others
-            lines.append(f"| {name} | failed: {type(error).__name__}: {str(error).splitlines()[0][:120]} | | | | |")
+            lines.append(f"| {name} | failed: {type(error).__name__}: {first_line(error, 120)} | | | | |")
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.checkpoint import format_bytes, free_bytes, resume_step
 from cpmobius.engine.known_keys import policy_keys
+from cpmobius.error_text import first_line
 from cpmobius.settings import trains_player_alone
 
 # Weight files are not copied into a checkpoint's ``huggingface/`` folder; every other file of the model
@@ -219,8 +220,7 @@ def check_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) 
     try:
         plan = plan_checkpoint_space(cfg, policy_cfgs)
     except (OSError, ValueError) as error:
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return f"[cpmobius] checkpoint space not checked: a model's config could not be read ({first_line})"
+        return f"[cpmobius] checkpoint space not checked: a model's config could not be read ({first_line(error)})"
     if plan.needed_bytes <= plan.free_bytes:
         return describe_plan(plan)
     trainer = cfg.trainer

@@ -22,8 +22,9 @@ What it holds:
 Engine objects (worker groups, `DataProto`, rollout servers) appear only here; the method's stages
 see token tensors and plain dicts.
 
-What it may import of cpmobius: itself, `cpmobius.prompts` (the chat-prompt type) and `cpmobius.cpu_kernels`
-(a leaf: the portable CPU kernels every process of a CPU run gets), nothing of
+What it may import of cpmobius: itself, `cpmobius.prompts` (the chat-prompt type), `cpmobius.cpu_kernels`
+(a leaf: the portable CPU kernels every process of a CPU run gets) and `cpmobius.error_text` (a leaf: the one
+line quoting an error), nothing of
 the method's stages (`loop`, `coach`, `settings`, ...), nor `eval`, `warmup`, `toy` or `grading`.
 This ``__init__`` imports nothing: ``import cpmobius.engine.config`` or ``.stop_tokens`` must not
 load verl, Ray or torch.

@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from cpmobius.engine.config import CONFIG_DIR, ConfigError
+from cpmobius.error_text import first_line
 
 POLICY_DELTAS = ("coach.verl", "player.verl")
 POLICY_BASE = "actor_rollout_ref"
@@ -53,7 +54,7 @@ def parse_overrides(overrides: list[str]) -> list[Any]:
         try:
             parsed += parser.parse_overrides([line])
         except OverrideParseException as error:
-            raise ConfigError(f"{line}: not a valid override ({str(error).splitlines()[0]})") from error
+            raise ConfigError(f"{line}: not a valid override ({first_line(error)})") from error
     return parsed
 
 

@@ -19,6 +19,8 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
+from cpmobius.error_text import first_line
+
 Policy = Any  # a `cpmobius.engine.policy.Policy` (which imports this module)
 
 
@@ -40,8 +42,7 @@ _TIMEOUT_WORDS = re.compile(r"timed out|timeout|within \d+ seconds|failed to (st
 def describe_ray_start_error(error: BaseException) -> str:
     """The one line `start_ray` raises with: Ray's error's first line and, for a wait that ran out (an overloaded
     machine), the environment variables that give Ray longer (`RAY_START_WAITS`)."""
-    first_line = (str(error).strip().splitlines() or ["no message"])[0]
-    cause = f"{type(error).__name__}: {first_line}"
+    cause = f"{type(error).__name__}: {first_line(str(error))}"
     if isinstance(error, TimeoutError) or _TIMEOUT_WORDS.search(str(error)):
         return (
             f"Ray did not start in time ({cause}); nothing has run: the machine is probably overloaded. Run the "
