@@ -160,3 +160,37 @@ def test_each_room_imports_only_what_it_may():
         allowed = ROOM_IMPORTS[room] | {room, ""}  # "" = the bare cpmobius package
         wrong += [f"{module} -> {t}" for t in sorted(targets) if room_of(t) not in allowed]
     assert not wrong, "imports outside the room's rules:\n" + "\n".join(wrong)
+
+
+def documented_modules(text: str) -> set[str]:
+    """The dotted modules docs/architecture.md's tree names: its ``cpmobius/`` block, a ``name/`` line opening a
+    package (by indentation), a ``name.py`` line (or ``a.py, b.py``) naming modules of the package above it."""
+    lines = text.split("```text\ncpmobius/\n", 1)[1].split("```", 1)[0].splitlines()
+    packages: list[tuple[int, str]] = []  # (indent, dotted package) of the open packages
+    names = set()
+    for line in lines:
+        if not line.strip() or not line.startswith("  "):
+            break  # the block's other top-level folders (configs/, benchmarks/, ...)
+        indent = len(line) - len(line.lstrip())
+        first = line.split("  ", 1)[0] if not line.startswith(" ") else line.strip().split("  ")[0]
+        while packages and packages[-1][0] >= indent:
+            packages.pop()
+        parent = packages[-1][1] if packages else PACKAGE
+        if first.endswith("/"):
+            packages.append((indent, f"{parent}.{first[:-1]}"))
+            names.add(packages[-1][1])
+        for name in first.split(", "):
+            if name.endswith(".py"):
+                stem = name[:-3]
+                names.add(parent if stem == "__init__" else f"{parent}.{stem}")
+    return names
+
+
+def test_docs_architecture_names_every_module():
+    """A module added without its line in docs/architecture.md's tree fails here (15 were missing, then 34)."""
+    text = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    documented = documented_modules(text)
+    missing = sorted(set(module_files()) - documented - {PACKAGE})
+    assert not missing, f"docs/architecture.md's tree does not name: {missing}"
+    stale = sorted(documented - set(module_files()))
+    assert not stale, f"docs/architecture.md's tree names modules that do not exist: {stale}"
