@@ -30,6 +30,7 @@ from cpmobius.coach_exploits import (
     is_not_math,
     is_undetermined,
     leaks_answer_in_format,
+    points_at_missing_problem,
 )
 from cpmobius.coach_figures import needs_figure
 from cpmobius.coach_text import LINE_START, asks_user, extract_problem, is_refusal, is_worked_solution
@@ -193,8 +194,10 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
         (`cpmobius.coach_exploits.instructs_solver`: "Ignore all previous instructions."), "worked_solution"
         (`cpmobius.coach_text.is_worked_solution`: the problem followed by its solution), "chatter",
         "several_problems", "needs_figure" (`needs_figure`: it depends on a figure the Player never sees),
-        "no_question", "random_answer" (`cpmobius.coach_exploits.has_random_answer`: "Roll a die. What does
-        it show?"), "not_math" (`cpmobius.coach_exploits.is_not_math`), "undetermined"
+        "no_question" (no question, or one about a problem the text does not hold:
+        `cpmobius.coach_exploits.points_at_missing_problem`), "random_answer"
+        (`cpmobius.coach_exploits.has_random_answer`: "Roll a die. What does it show?"), "not_math"
+        (`cpmobius.coach_exploits.is_not_math`), "undetermined"
         (`cpmobius.coach_exploits.is_undetermined`: "What is x + y?"), or None. The first
         that applies, in this order (one reason per candidate).
     """
@@ -226,7 +229,8 @@ def find_problem_fault(text: str, truncated: bool, settings: CoachSettings) -> O
     if needs_figure(stripped):
         # CPMöbius: the Player sees text only; a problem about a picture it never sees has no answer.
         return "needs_figure"
-    if not _QUESTION_WORDS.search(stripped):
+    if not _QUESTION_WORDS.search(stripped) or points_at_missing_problem(stripped):
+        # CPMöbius: "Can you solve this equation?" asks about a problem it never states.
         return "no_question"
     # CPMöbius: a chance answer, a non-mathematical question or an open one lands in the band by construction
     # (the Player's answers scatter), so the Coach would be paid for noise labels.
