@@ -93,3 +93,15 @@ def test_the_launcher_folders_a_method_on_a_preset_apart_and_ckpt_dir_wins():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert OmegaConf.create(done.stdout).trainer.default_local_dir == "checkpoints/mine"
+
+
+@pytest.mark.parametrize("method", ["rent", "ttrl", "rzero"])
+def test_a_baselines_preset_is_one_line_and_refuses_another_method(method):
+    """The released values live in configs/experiment/<method>_qwen_1p5b.yaml (the script adds only the method);
+    the preset without its method would run CPMöbius under the baseline's name: refused, naming the fix."""
+    script = (REPO / "scripts" / f"train_qwen_1p5b_{method}.sh").read_text()
+    command = [line for line in script.splitlines() if line and not line.startswith("#")]
+    assert command == [f'exec bash "$(dirname "$0")/launch.sh" {method}_qwen_1p5b method={method} "$@"']
+    done = run_script("launch.sh", f"{method}_qwen_1p5b", "--cfg", "job")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"add method={method}" in done.stderr and "Traceback" not in done.stderr

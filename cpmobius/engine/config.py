@@ -25,10 +25,11 @@ from typing import Any, Optional
 from hydra.core.plugins import Plugins
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from cpmobius.engine.model_context import context_problem
 from cpmobius.engine.naming import POLICY_NAME_KEY, validate_policy_name
-from cpmobius.engine.run_name import register_run_name
+from cpmobius.engine.run_name import PresetMethodError, register_run_name
 from cpmobius.engine.value_ranges import field_type_problem, range_problem, run_value_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -145,6 +146,15 @@ def validate_run_config(cfg: DictConfig) -> None:
     """
     if "trainer" in cfg:
         trainer = cfg.trainer
+        try:
+            OmegaConf.select(cfg, "trainer.experiment_name")  # `run_name` resolves it
+        except InterpolationResolutionError as error:
+            cause: BaseException | None = error  # OmegaConf chains the resolver's error as a context, not a cause
+            while cause is not None and not isinstance(cause, PresetMethodError):
+                cause = cause.__cause__ or cause.__context__
+            if cause is None:
+                raise
+            raise ConfigError(str(cause)) from error
         # CPMöbius: the loop has no dataloader to derive a step count from (verl's null), and runs
         # exactly this many steps; 0 or fewer would run none and exit 0 (a resume that silently skips work).
         _require_int(cfg, "trainer.total_training_steps", 1, what="must be a whole number of steps >= 1")

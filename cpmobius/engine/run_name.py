@@ -2,7 +2,8 @@
 different run from the default one.
 
 ``trainer.experiment_name: ${run_name:<preset>}`` in ``configs/cpmobius.yaml`` (``default``) and in each preset
-(``paper_qwen_1p5b``) names the run by the preset, then ``_<method>`` unless the method is ``cpmobius`` and
+(``paper_qwen_1p5b``) names the run by the preset, then ``_<method>`` unless the method is ``cpmobius`` or the
+preset's name holds it (``rent_qwen_1p5b``), and
 ``_seed<k>`` unless the seed is 0; without a preset, a model other than the toy world's names it instead of
 ``default``. So ``method=rent`` after the default run starts its own run (``default_rent``) instead of finding the
 default's finished folder; ``experiment=paper_qwen_1p5b method=rent`` is ``paper_qwen_1p5b_rent``. An explicit
@@ -19,6 +20,12 @@ RESOLVER = "run_name"
 DEFAULT_NAME = "default"
 DEFAULT_METHOD = "cpmobius"
 DEFAULT_MODEL = "tiny"
+BASELINE_METHODS = ("rent", "ttrl", "rzero")  # a preset named for one (rent_qwen_1p5b) runs that method only
+
+
+class PresetMethodError(ValueError):
+    """A preset made for one method (``rent_qwen_1p5b``) composed with another; `validate_run_config` reports it as
+    a config error naming the ``method=`` to add."""
 
 
 def run_name(preset: Any, _root_: Any) -> str:
@@ -29,14 +36,24 @@ def run_name(preset: Any, _root_: Any) -> str:
         _root_: the whole config (OmegaConf passes it); reads ``method.name``, ``seed`` and ``model.name``.
 
     Returns:
-        e.g. ``default``, ``default_rent``, ``paper_qwen_1p5b_rent``, ``default_seed3``, ``qwen2p5_coder_0p5b``.
+        e.g. ``default``, ``default_rent``, ``paper_qwen_1p5b_rent``, ``default_seed3``, ``qwen2p5_coder_0p5b``,
+        ``rent_qwen_1p5b``.
+
+    Raises:
+        PresetMethodError: a preset named for a baseline (``rent_qwen_1p5b``) with another method.
     """
     name = str(preset)
     model = OmegaConf.select(_root_, "model.name", default=None)
     if name == DEFAULT_NAME and model not in (None, DEFAULT_MODEL):
         name = str(model)
     method = OmegaConf.select(_root_, "method.name", default=None)
-    if method not in (None, DEFAULT_METHOD):
+    named = [word for word in name.split("_") if word in BASELINE_METHODS]
+    if named and named[0] != method:
+        raise PresetMethodError(
+            f"experiment={preset} is {named[0]}'s preset, but the method is {method}: add method={named[0]} "
+            f"(bash scripts/launch.sh {preset} method={named[0]})"
+        )
+    if method not in (None, DEFAULT_METHOD) and not named:  # rent_qwen_1p5b names its method already
         name += f"_{method}"
     seed = OmegaConf.select(_root_, "seed", default=0)
     if seed not in (None, 0):
