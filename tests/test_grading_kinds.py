@@ -766,6 +766,14 @@ def test_labelled_left_sides_and_true_chains_give_their_value(gold, answer, verd
         ("3x^2", "\\frac{d}{dx}(x^3)", True),  # an unevaluated derivative is its value (math-verify evaluates it)
         ("\\cos x", "\\frac{d}{dx}\\sin x", True),
         ("3x^2", "\\frac{d}{dx}(x^2)", False),
+        ("12", "f'(2) = 3\\cdot 2^2 = 12", True),  # a label, then a true chain
+        ("3", "f(\\frac{1}{2}) = 3", True),
+        ("3x^2", "dy/dx = 3x^2", True),
+        ("2x", "\\frac{d}{dx}f(x) = 2x", True),
+        ("f(3)=6", "f(3)=7", False),  # one label, two values: the values compare
+        ("f'(2)=12", "f'(2)=13", False),
+        ("\\frac{dy}{dx}=2x", "\\frac{dy}{dx}=3x", False),
+        ("f(3)=6", "f(3) = 6.0", True),
     ],
 )
 def test_derivative_answers_get_a_verdict_not_an_error(gold, answer, verdict):
@@ -788,6 +796,11 @@ def test_derivative_answers_get_a_verdict_not_an_error(gold, answer, verdict):
         ("50", "\\text{fifty-one}", False),
         ("1", "\\text{one solution}", False),  # a number inside a phrase is not read
         ("120", "\\text{one twenty}", False),  # words out of a number's order
+        ("2000", "\\text{one thousand one thousand}", False),
+        ("2001000", "\\text{one thousand two million}", False),  # scales must fall
+        ("100", "\\text{two a hundred}", False),
+        ("105", "\\text{one hundred and and five}", False),
+        ("1000002", "\\text{one million two}", True),
     ],
 )
 def test_a_number_in_words_is_its_numeral(gold, answer, verdict):
@@ -827,3 +840,24 @@ def test_two_spellings_of_one_answer_are_one_cluster_not_a_tie(group):
     """Each kind above used to split a group into a 2-2 tie, which has no pseudo-label."""
     vote = majority_vote([boxed(a) for a in group])
     assert vote.pseudo_label is not None and vote.pass_rate == 1.0
+
+
+def test_four_values_of_one_label_are_four_clusters():
+    """math-verify solved `f(3)=6` and `f(3)=7` for a symbol neither has and called them equal: one cluster with
+    pass rate 1.0 and a label from four different answers."""
+    vote = majority_vote([boxed(f"f(3)={v}") for v in (6, 7, 8, 9)])
+    assert vote.pass_rate == 0.25 and len(vote.clusters) == 4
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer"),
+    [
+        ("n!", "\\prod_{k=1}^{n} k"),
+        ("2^n", "\\sum_{k=0}^{n}\\binom{n}{k}"),
+        ("\\frac{1}{1-x}", "\\sum_{k=0}^{\\infty} x^k"),
+    ],
+)
+def test_sums_and_products_get_a_verdict_in_time(gold, answer):
+    """Evaluated at a fractional point, a sum to n ran past the deadline (timeout) and a series outside its
+    convergence raised (error); now math-verify alone judges them (status ok)."""
+    assert grade(gold, boxed(answer)).status == "ok"

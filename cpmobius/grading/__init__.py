@@ -73,12 +73,15 @@ annotations                     a leading `\approx` and a trailing             �
 labelled / chained values       against a value, an equation whose left side   m+n=17 = 17;
                                 names the quantity (`m+n`, `f^{-1}(x)`, a      f^{-1}(x)=x+1 = x+1;
                                 value at a point `f(3)`, a derivative `f'(x)`, f'(x)=2x = 2x;
-                                `y''`, `\frac{dy}{dx}`) is its right side, and  2+3=5 = 5; 2+3=6 ≠ 6;
-                                a true numeric chain its last member            2x+1=7 ≠ 3
+                                `y''`, `\frac{dy}{dx}`, `dy/dx`) is its right  2+3=5 = 5; 2+3=6 ≠ 6;
+                                side (or a true chain's last member after it), 2x+1=7 ≠ 3;
+                                and a true numeric chain its last member       f(3)=6 ≠ f(3)=7
                                 (released: accepts labelled sides); two
-                                equations compare as equations
-derivatives `\frac{d}{dx}`       an unevaluated derivative is its value, as    \frac{d}{dx}(x^3) =
-                                math-verify evaluates it (released: the same)  3x^2 ≠ \frac{d}{dx}x^2
+                                equations with one label compare by value,
+                                other pairs of equations as equations
+derivatives `\frac{d}{dx}`       an unevaluated derivative, integral, sum,     \frac{d}{dx}(x^3) =
+                                product or limit is judged by math-verify      3x^2 ≠ \frac{d}{dx}x^2
+                                alone, which evaluates it (released: the same)
 number words `fifty-one`        a whole answer that is a cardinal number in   fifty-one = 51;
                                 English words is its numeral (released: not    \text{one solution}
                                 read, fifty-one ≠ 51); words in a phrase or    ≠ 1

@@ -54,34 +54,54 @@ VERDICT_CACHE = _LRU(1 << 17)
 # A left side that names the quantity asked for: `m+n`, `a+b+c`, `f^{-1}(x)`, `p(x)`, `a_1+a_2`, a value at a point
 # (`f(3)`, `p(-1)`) and a derivative (`f'(x)`, `y''`, `f'(3)`, `\frac{dy}{dx}`, `\frac{d^2y}{dx^2}`).
 _NAME = r"[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?'*"
-_LEIBNIZ = r"\\frac\{d(?:\^\{?\d\}?)?[A-Za-z]\}\{d[A-Za-z](?:\^\{?\d\}?)?\}"
-_LABEL_RE = re.compile(
-    rf"^(?:{_LEIBNIZ}|{_NAME}(?:\^\{{-1\}})?(?:\((?:[A-Za-z]|-?\d+(?:\.\d+)?)\))?(?:[+\-]{_NAME})*)$"
+_LEIBNIZ = (
+    r"(?:\\frac\{d(?:\^\{?\d\}?)?[A-Za-z]\}\{d[A-Za-z](?:\^\{?\d\}?)?\}|d[A-Za-z]/d[A-Za-z]"
+    r"|\\frac\{d\}\{d[A-Za-z]\}[A-Za-z](?:\([A-Za-z]\))?)"
 )
+# The point a value is taken at: a letter, or a number (`3`, `-1`, `2.5`, `\frac{1}{2}`, `1/2`, `\pi`).
+_POINT = r"(?:[A-Za-z]|-?\d+(?:\.\d+)?(?:/\d+)?|-?\\frac\{\d+\}\{\d+\}|-?\\pi)"
+_LABEL_RE = re.compile(rf"^(?:{_LEIBNIZ}|{_NAME}(?:\^\{{-1\}})?(?:\({_POINT}\))?(?:[+\-]{_NAME})*)$")
+
+
+def _is_true_chain(members: list[str]) -> bool:
+    """Whether every member of a numeric chain equals the last (`2+3=5`; letters make it no chain)."""
+    return not re.search(r"[A-Za-z]", strip_commands("=".join(members))) and all(
+        fast_verdict(m, members[-1]) is True for m in members[:-1]
+    )
 
 
 def reduce_equation(a: str, b: str) -> tuple[str, str]:
     """Compare an equation with a value by its right-hand side, when the equation only labels or chains it.
 
     When exactly one of two canonical answers is an equation: `m+n=17` (a left side that names the
-    quantity, `_LABEL_RE`) is 17, and a numeric chain that holds (`\\frac{6}{12}=\\frac12`, `2+3=5`) is its last
-    member; `2+3=6`, `2x+1=5` and two equations stay as they are (equations compare as equations).
+    quantity, `_LABEL_RE`, then perhaps a true numeric chain: `f'(2)=3\\cdot2^2=12`) is 17, and a numeric chain
+    that holds (`\\frac{6}{12}=\\frac12`, `2+3=5`) is its last member; `2+3=6` and `2x+1=5` stay as they are. Two
+    equations with the same labelled left side (`f(3)=6`, `f(3)=7`) compare by their values; other pairs of
+    equations compare as equations.
 
     Returns:
         (a, b) with that equation replaced by its value, else unchanged.
     """
-    if ("=" in a) == ("=" in b) or "<" in a + b or ">" in a + b:
+    if "<" in a + b or ">" in a + b:
+        return a, b
+    if "=" in a and "=" in b:
+        la, _, va = a.partition("=")
+        lb, _, vb = b.partition("=")
+        if la == lb and "=" not in va + vb and _LABEL_RE.match(la) and va and vb:
+            # CPMöbius: `f(3)=6` against `f(3)=7` is 6 against 7 (math-verify solved the two for a symbol neither
+            # has and called them equal, so four different values made one cluster of the vote)
+            return va, vb
+        return a, b
+    if "=" not in a and "=" not in b:
         return a, b
     equation = a if "=" in a else b
     members = equation.split("=")
     if any(not m for m in members):
         return a, b
     value = None
-    if len(members) == 2 and _LABEL_RE.match(members[0]):
-        value = members[1]  # CPMöbius: the question asked for that quantity (the released grader accepts these)
-    elif not re.search(r"[A-Za-z]", strip_commands(equation)) and all(
-        fast_verdict(m, members[-1]) is True for m in members[:-1]
-    ):
+    if _LABEL_RE.match(members[0]) and (len(members) == 2 or _is_true_chain(members[1:])):
+        value = members[-1]  # CPMöbius: the question asked for that quantity (the released grader accepts these)
+    elif _is_true_chain(members):
         value = members[-1]  # CPMöbius: a true chain ends with the answer
     if value is None:
         return a, b

@@ -215,10 +215,17 @@ def number_words(s: str) -> str | None:
     if words and words[0] in ("minus", "negative"):
         sign, words = "-", words[1:]
     total, group, last = 0, 0, None  # `last`: the kind of the previous word, to refuse words out of order
+    scale_above = None  # the last scale word: each later one must be smaller (`one thousand two million` is no number)
     for i, word in enumerate(words):
-        if word == "and" and last in ("hundred", "scale") and i + 1 < len(words):
-            continue
-        if word == "a" and i + 1 < len(words) and (words[i + 1] == "hundred" or words[i + 1] in _SCALES):
+        if word == "and":
+            if last in ("hundred", "scale") and i + 1 < len(words) and words[i + 1] != "and":
+                continue
+            return None
+        if word == "a":
+            if last not in (None, "scale") or i + 1 == len(words):
+                return None
+            if words[i + 1] != "hundred" and words[i + 1] not in _SCALES:
+                return None
             group, last = 1, "unit"
         elif word in _UNITS:
             if (
@@ -239,7 +246,9 @@ def number_words(s: str) -> str | None:
         elif word in _SCALES:
             if last is None or last == "scale" or group == 0:
                 return None
-            total, group, last = total + group * _SCALES[word], 0, "scale"
+            if scale_above is not None and _SCALES[word] >= scale_above:
+                return None
+            total, group, last, scale_above = total + group * _SCALES[word], 0, "scale", _SCALES[word]
         else:
             return None
     if last is None:
