@@ -20,7 +20,7 @@ from cpmobius.engine.timing import OpLog, op_marks, op_metrics
 from cpmobius.filter_stage import DifficultyFilter
 from cpmobius.fixed_pool import FixedPool
 from cpmobius.loop_state import KeptProblems, LoopState
-from cpmobius.policy_api import TrainedPolicy
+from cpmobius.policy_api import TrainedPolicy, train_policy
 from cpmobius.prompts import PlayerPrompt, resolve_answer_instruction
 from cpmobius.rewards import (
     coach_advantages,
@@ -162,22 +162,22 @@ class CoachPlayerLoop:
         batch = kept.player_batch
         agrees = [agree for outcome in kept.outcomes for agree in outcome.agrees]
         mask = batch.batch["response_mask"]
-        batch.batch["old_log_probs"], entropies = self.player.compute_log_probs(batch)
         method = self.settings.method
-        if method.name == "rent":  # entropies of the policy that sampled the rollouts (released: the same)
-            scores = rent_rewards(
-                entropies, mask, agrees, method.no_box_entropy, method.entropy_window, method.last_fraction
-            ).tolist()
-        elif self.settings.player.reward == "random":  # CPMöbius: the null control, not the method
-            p = self.settings.player.random_reward_p
-            scores = random_player_rewards(len(agrees), p, int(self.cfg.seed), self.state.step)
-        else:
-            scores = [float(agree) for agree in agrees]
-        rewards = player_token_rewards(scores, mask)
-        batch.batch["advantages"] = grpo_advantages(rewards, mask, batch.non_tensor_batch["uid"])
-        if self.player.uses_reference:
-            batch.batch["ref_log_prob"] = self.player.compute_ref_log_probs(batch)
-        update_metrics = self.player.update(batch)
+        scores: list[float] = []
+
+        def advantages(entropies: Any) -> Any:
+            if method.name == "rent":  # entropies of the policy that sampled the rollouts (released: the same)
+                scores[:] = rent_rewards(
+                    entropies, mask, agrees, method.no_box_entropy, method.entropy_window, method.last_fraction
+                ).tolist()
+            elif self.settings.player.reward == "random":  # CPMöbius: the null control, not the method
+                p = self.settings.player.random_reward_p
+                scores[:] = random_player_rewards(len(agrees), p, int(self.cfg.seed), self.state.step)
+            else:
+                scores[:] = [float(agree) for agree in agrees]
+            return grpo_advantages(player_token_rewards(scores, mask), mask, batch.non_tensor_batch["uid"])
+
+        update_metrics = train_policy(self.player, batch, advantages)
         lengths = mask.sum(dim=1).float().tolist()
         return {
             **metrics.prefixed(update_metrics, "player"),
@@ -228,11 +228,9 @@ class CoachPlayerLoop:
         ]
         rewards = coach_rewards(cs.reward, delta_t, [o.pass_rate for o in kept.outcomes], mean_adv)
         batch = kept.coach_batch
-        batch.batch["advantages"] = coach_advantages(rewards, batch.batch["response_mask"])
-        batch.batch["old_log_probs"], _ = self.coach.compute_log_probs(batch)
-        if self.coach.uses_reference:
-            batch.batch["ref_log_prob"] = self.coach.compute_ref_log_probs(batch)
-        update_metrics = self.coach.update(batch)
+        update_metrics = train_policy(
+            self.coach, batch, lambda _entropies: coach_advantages(rewards, batch.batch["response_mask"])
+        )
         return {
             **metrics.prefixed(update_metrics, "coach"),
             "coach/updated": 1.0,

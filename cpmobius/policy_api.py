@@ -2,12 +2,13 @@
 generation, validation and checkpoints see them (`cpmobius.engine.policy.Policy` is the one
 implementation on verl; tests pass stand-ins with the members they need).
 
-Static types only (`typing.Protocol`, not checked at run time).
+`TrainedPolicy` is static types only (`typing.Protocol`, not checked at run time); `train_policy` is the one
+update sequence every method runs on it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from verl import DataProto
 
@@ -72,3 +73,25 @@ class TrainedPolicy(Protocol):
 
     def load(self, path: str, global_steps: Optional[int] = None) -> None:
         """Restore what `save` wrote."""
+
+
+def train_policy(policy: TrainedPolicy, batch: DataProto, advantages: Callable[[Any], Any]) -> dict[str, float]:
+    """One GRPO or REINFORCE update of ``policy`` on its own rollouts, in verl's order (`RayPPOTrainer.fit`): the
+    log-prob pass of the policy that sampled them (``old_log_probs``), the advantages, the reference pass when
+    the loss has a KL term, then verl's actor update. The Player's update and the Coach's (CPMöbius's REINFORCE,
+    R-Zero's Challenger GRPO) all run it.
+
+    Args:
+        batch: B rollouts of ``policy`` (``responses``, ``response_mask``, ...); the passes' outputs are written
+            into it.
+        advantages: the log-prob pass's (B, response_length) entropies → (B, response_length) advantages; a
+            reward that needs the entropies (RENT's) reads them, the others ignore them.
+
+    Returns:
+        verl's ``actor/*`` metrics of the update.
+    """
+    batch.batch["old_log_probs"], entropies = policy.compute_log_probs(batch)
+    batch.batch["advantages"] = advantages(entropies)
+    if policy.uses_reference:
+        batch.batch["ref_log_prob"] = policy.compute_ref_log_probs(batch)
+    return policy.update(batch)

@@ -48,7 +48,7 @@ from cpmobius.difficulty_filter import AnsweredRollouts, GroupOutcome
 from cpmobius.engine.timing import OpLog
 from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems
-from cpmobius.policy_api import TrainedPolicy
+from cpmobius.policy_api import TrainedPolicy, train_policy
 from cpmobius.prompts import Messages, PlayerPrompt, coach_prompt
 from cpmobius.rewards import grpo_advantages, player_token_rewards
 from cpmobius.settings import Settings
@@ -172,11 +172,11 @@ class RZeroSchedule:
         with self.stages.timed("coach_update"):
             mask = batch.batch["response_mask"]
             token_rewards = player_token_rewards(rewards, mask)  # each reward on its last response token
-            batch.batch["advantages"] = grpo_advantages(token_rewards, mask, batch.non_tensor_batch["uid"])
-            batch.batch["old_log_probs"], _ = self.coach.compute_log_probs(batch)
-            if self.coach.uses_reference:
-                batch.batch["ref_log_prob"] = self.coach.compute_ref_log_probs(batch)
-            update_metrics = self.coach.update(batch)
+            update_metrics = train_policy(
+                self.coach,
+                batch,
+                lambda _entropies: grpo_advantages(token_rewards, mask, batch.non_tensor_batch["uid"]),
+            )
         return {**step_metrics, **metrics.prefixed(update_metrics, "coach"), "coach/updated": 1.0}
 
     def coach_prompt(self) -> Messages:
