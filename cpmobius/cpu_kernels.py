@@ -45,6 +45,15 @@ def hold_portable_kernels(environ: "os._Environ[str] | dict[str, str]" = os.envi
     return dict(PORTABLE_KERNELS)
 
 
+def kernels_in_force(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this process's torch computes on the kernels ``ATEN_CPU_CAPABILITY`` in ``environ`` asks for (True
+    when it asks for none). A process that computed before the variable was set runs on others."""
+    import torch
+
+    asked = environ.get("ATEN_CPU_CAPABILITY")
+    return not asked or asked.upper() == torch.backends.cpu.get_cpu_capability().upper()
+
+
 def check_kernels_in_force(environ: Mapping[str, str] = os.environ) -> None:
     """Raise when this process's torch computes on other kernels than ``ATEN_CPU_CAPABILITY`` in ``environ`` asks
     for: torch fixed its choice at its first kernel, before the variable was set (`hold_portable_kernels` came
@@ -57,7 +66,7 @@ def check_kernels_in_force(environ: Mapping[str, str] = os.environ) -> None:
     import torch
 
     asked, running = environ.get("ATEN_CPU_CAPABILITY"), torch.backends.cpu.get_cpu_capability()
-    if asked and asked.upper() != running.upper():
+    if not kernels_in_force(environ):
         raise RuntimeError(
             f"this process computes on torch's {running} kernels, but ATEN_CPU_CAPABILITY={asked}: torch chose its "
             "kernels at its first computation, before the variable was set, so what it makes now would be "

@@ -163,3 +163,32 @@ def test_the_learning_benchmark_pretrains_on_the_kernels_its_runs_hold(tmp_path,
         for role in ("coach", "player")
     ]
     assert [r["kernels"] for r in records] == [PORTABLE_KERNELS, PORTABLE_KERNELS]
+
+
+def test_a_process_on_other_kernels_pretrains_in_fresh_processes_on_the_held_ones(tmp_path, monkeypatch):
+    """A process that computed before the portable kernels were held (a test, a notebook) still gets the models the
+    held kernels make, recorded as such: both models are pretrained in spawned processes, not in this one."""
+    import hashlib
+    from dataclasses import replace
+
+    from cpmobius.toy.cache import materialize_toy_models
+
+    torch.ones(2).sum()  # this process has chosen its kernels (the machine's own)
+    for name, value in PORTABLE_KERNELS.items():
+        monkeypatch.setenv(name, value)
+    cfg = compose_config([])
+    spec = replace(PretrainSpec(**cfg.model.pretrain), player_steps=6, coach_steps=6, batch_size=16)
+    ready = []
+    folders = materialize_toy_models(
+        tmp_path / "here" / "coach",
+        tmp_path / "here" / "player",
+        "Write a problem.",
+        dict(cfg.model.tiny_spec),
+        spec,
+        coach_ready=lambda: ready.append((tmp_path / "here" / "coach" / "model.safetensors").is_file()),
+    )
+    assert ready == [True]  # the Coach's folder was in place when the warm-up could start
+    digest = hashlib.sha256(b"".join((f / "model.safetensors").read_bytes() for f in folders)).hexdigest()[:16]
+    held = _pretrain(tmp_path / "held", OTHER_CPUS["torch AVX2, MKL AVX2"])
+    assert digest == held["weights"]
+    assert json.loads((folders[0] / "cpmobius_toy.json").read_text())["kernels"] == PORTABLE_KERNELS

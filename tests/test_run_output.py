@@ -94,7 +94,7 @@ def test_coach_ready_runs_once_the_coach_is_saved_while_the_player_may_still_pre
     from cpmobius.toy.world import PretrainSpec
 
     instruction = "Generate a valid math problem."
-    spec = PretrainSpec(player_steps=40, coach_steps=2, batch_size=2)
+    spec = PretrainSpec(player_steps=300, coach_steps=2, batch_size=2)
     coach, player = tmp_path / "coach", tmp_path / "player"
     seen = []
 
@@ -103,7 +103,7 @@ def test_coach_ready_runs_once_the_coach_is_saved_while_the_player_may_still_pre
         seen.append((_is_cached(coach, record), _is_cached(player, record)))
 
     materialize_toy_models(coach, player, instruction, pretrain_spec=spec, coach_ready=ready)
-    assert seen == [(True, False)]  # the Coach was in place, the Player (40 steps against 2) not yet
+    assert seen == [(True, False)]  # the Coach was in place, the Player (300 steps against 2) not yet
     seen.clear()
     materialize_toy_models(coach, player, instruction, pretrain_spec=spec, coach_ready=ready)
     assert seen == [(True, True)]  # both cached: called once all the same

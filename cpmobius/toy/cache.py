@@ -13,11 +13,11 @@ import json
 import os
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
-from cpmobius.cpu_kernels import check_kernels_in_force, kernel_settings
+from cpmobius.cpu_kernels import check_kernels_in_force, kernel_settings, kernels_in_force
 from cpmobius.toy.tiny_models import TINY_SPEC, build_char_tokenizer, build_tiny_qwen2
 from cpmobius.toy.world import PretrainSpec, coach_sampler, coach_warmup_messages, player_sampler, pretrain
 
@@ -111,38 +111,53 @@ def materialize_toy_models(
         ``(coach_path, player_path)``.
 
     Raises:
-        RuntimeError: the Player's pretraining process failed.
+        RuntimeError: a pretraining process failed.
     """
     record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
     paths = {"Coach": Path(coach_path).expanduser(), "Player": Path(player_path).expanduser()}
     todo = [role for role, path in paths.items() if not _is_cached(path, record)]
     args = (coach_instruction, tiny_spec, pretrain_spec, record, progress)
-    child = None
-    if len(todo) == 2:  # each on one thread (`pretrain`), the Player's in a second process, same seeds as one by one
-        import multiprocessing
-
-        child = multiprocessing.get_context("spawn").Process(
-            target=_materialize_one, args=("Player", paths["Player"], *args)
-        )
-        child.start()
-        todo = ["Coach"]
+    # Each on one thread (`pretrain`), the Player's in a second process, same seeds as one by one. A process already
+    # computing on other kernels than the record names (it computed before they were held) pretrains neither itself:
+    # a fresh process takes the held kernels from the environment, so the record says what made the weights.
+    here = todo[:1] if kernels_in_force() else []
+    children = {role: _start_child(role, paths[role], args) for role in todo if role not in here}
     try:
-        if "Coach" in todo:
+        if "Coach" in here:
             _materialize_one("Coach", paths["Coach"], *args)
+        elif "Coach" in children:
+            _join_child("Coach", children.pop("Coach"))
         if coach_ready is not None:
             coach_ready()
-        if "Player" in todo:
+        if "Player" in here:
             _materialize_one("Player", paths["Player"], *args)
     except BaseException:
-        if child is not None:
+        for child in children.values():
             child.terminate()  # a failed Coach or warm-up start: no Player pretraining left running
         raise
     finally:
-        if child is not None:
-            child.join()
-    if child is not None and child.exitcode != 0:
-        raise RuntimeError(f"pretraining the tiny Player failed (exit {child.exitcode})")
+        for role, child in children.items():
+            _join_child(role, child, check=False)
+    for role, child in children.items():
+        if child.exitcode != 0:
+            raise RuntimeError(f"pretraining the tiny {role} failed (exit {child.exitcode})")
     return paths["Coach"], paths["Player"]
+
+
+def _start_child(role: str, path: Path, args: tuple) -> Any:
+    """`_materialize_one` for ``role`` in a spawned process (a fresh torch, on the environment's kernels)."""
+    import multiprocessing
+
+    child = multiprocessing.get_context("spawn").Process(target=_materialize_one, args=(role, path, *args))
+    child.start()
+    return child
+
+
+def _join_child(role: str, child: Any, check: bool = True) -> None:
+    """Wait for a pretraining process; with ``check``, raise when it failed."""
+    child.join()
+    if check and child.exitcode != 0:
+        raise RuntimeError(f"pretraining the tiny {role} failed (exit {child.exitcode})")
 
 
 def _materialize_one(
