@@ -227,10 +227,11 @@ def test_a_checkpoint_of_a_varlen_attention_model_merges_in_a_fresh_process(knob
 
 
 GPU_PRESETS = [
-    [f"experiment={path.stem}"]
+    [f"experiment={path.stem}", *(f"method={m}" for m in path.stem.split("_")[:1] if m in ("rent", "ttrl", "rzero"))]
     for path in sorted((Path(__file__).resolve().parents[1] / "configs" / "experiment").glob("*.yaml"))
     if path.stem not in ("zero_template", "toy", "toy_gentle", "toy_paper_noise")
-]  # zero_template: a fragment the released presets include; toy, toy_gentle, toy_paper_noise: the CPU toy world's
+]  # zero_template: a fragment the released presets include; toy, toy_gentle, toy_paper_noise: the CPU toy world's;
+# a baseline's preset (rent_qwen_1p5b) runs with its method
 GPU_PRESETS += [["model=qwen2p5_coder_1p5b", "backend=vllm"], ["model=qwen2p5_math_1p5b", "backend=cuda_hf"]]
 
 
