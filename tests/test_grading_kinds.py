@@ -801,6 +801,11 @@ def test_derivative_answers_get_a_verdict_not_an_error(gold, answer, verdict):
         ("100", "\\text{two a hundred}", False),
         ("105", "\\text{one hundred and and five}", False),
         ("1000002", "\\text{one million two}", True),
+        ("5", "five \\text{ cm}", True),  # with a unit, a degree or percent sign, a closing full stop
+        ("5", "\\text{five} \\text{ cm}", True),
+        ("50", "\\text{fifty}\\%", True),
+        ("5", "\\text{five}.", True),
+        ("6", "five \\text{ cm}", False),
     ],
 )
 def test_a_number_in_words_is_its_numeral(gold, answer, verdict):

@@ -84,7 +84,8 @@ derivatives `\frac{d}{dx}`       an unevaluated derivative, integral, sum,     \
                                 alone, which evaluates it (released: the same)
 number words `fifty-one`        a whole answer that is a cardinal number in   fifty-one = 51;
                                 English words is its numeral (released: not    \text{one solution}
-                                read, fifty-one ≠ 51); words in a phrase or    ≠ 1
+                                read, fifty-one ≠ 51), also with a unit,       ≠ 1; five cm = 5
+                                degree or percent sign; words in a phrase or
                                 out of a number's order are left as text
 currency `\$10`                 `$`, `\$`, €, £, ¥ are dropped                $10 = 10
 thousands `1,000`               `,`, `{,}`, `,\!` join digits only between    1,000 = 1{,}000 =

@@ -370,6 +370,8 @@ def canonicalize(ans: str) -> str:
     while m := _UNIT_TEXT_RE.match(s):
         s = m.group(1)
     s = _UNIT_WORD_RE.sub("", s).strip()
+    if (words := number_words(s)) is not None:
+        return words  # CPMöbius: a number in words once its unit, degree or percent sign is dropped (`five cm`)
     if len(s) > 4 and s.startswith("**") and s.endswith("**") and "**" not in s[2:-2]:
         s = s[2:-2].strip()  # Markdown bold around the whole answer (`**12**`) is emphasis, not a power
     s = s.replace("**", "^")

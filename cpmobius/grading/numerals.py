@@ -199,7 +199,7 @@ _UNITS = {
 }
 _TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
 _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
-_WORDS_WRAPPER_RE = re.compile(r"^\\(?:text|mathrm|textrm|mbox)\{([^{}]*)\}$")
+_WORDS_WRAPPER_RE = re.compile(r"^\\(?:text|mathrm|textrm|mbox|mathbf|textbf|emph|textit|mathit)\{([^{}]*)\}\.?$")
 
 
 def number_words(s: str) -> str | None:
