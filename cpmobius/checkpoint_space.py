@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from cpmobius.checkpoint import format_bytes, free_bytes, resume_step
 from cpmobius.engine.known_keys import policy_keys
 from cpmobius.error_text import first_line
-from cpmobius.settings import trains_player_alone
+from cpmobius.methods import get_method
 
 # Weight files are not copied into a checkpoint's ``huggingface/`` folder; every other file of the model
 # folder is (config, generation config, tokenizer).
@@ -186,7 +186,7 @@ def plan_checkpoint_space(cfg: DictConfig, policy_cfgs: dict[str, DictConfig]) -
     world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
     tiny_spec = dict(cfg.model.tiny_spec) if cfg.model.get("name") == "tiny" else None
     # The baselines on a fixed pool (method=ttrl|rent) start no Coach and save none.
-    alone = trains_player_alone(OmegaConf.select(cfg, "method.name", default="cpmobius"))
+    alone = not get_method(OmegaConf.select(cfg, "method.name", default="cpmobius")).has_coach
     policies = tuple(
         policy_checkpoint_bytes(name, policy_cfgs[name], world_size, tiny_spec)
         for name in (("player",) if alone else ("player", "coach"))

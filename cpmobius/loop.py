@@ -1,9 +1,10 @@
 """The CPMöbius loop (paper Algorithm 1): orchestration only, no math.
 
-`CoachPlayerLoop.step` is one iteration: Coach generation and the difficulty filter (resampled
-until the quota is met or the attempt cap is hit) → Player GRPO update on the filter's own rollouts
-→ validation and Δt → Coach REINFORCE update → optional Player rollback. `fit` validates once
-before the loop, runs the steps, logs, archives every generated problem, and checkpoints.
+`CoachPlayerLoop.step` is one iteration, the same for every method (`cpmobius.methods`): the method's problem
+source (CPMöbius: Coach generation and the difficulty filter, resampled until the quota is met or the attempt
+cap is hit) → Player GRPO update on the source's own rollouts → validation and Δt → the method's Coach update
+(CPMöbius: REINFORCE with Δt) → optional Player rollback. `fit` validates once before the loop, runs the steps,
+logs, archives every generated problem, and checkpoints.
 """
 
 from __future__ import annotations
@@ -15,23 +16,12 @@ from typing import Any, ContextManager
 from omegaconf import OmegaConf
 
 from cpmobius import checkpoint, metrics
-from cpmobius.baselines.rewards import rent_rewards
 from cpmobius.engine.timing import OpLog, op_marks, op_metrics
-from cpmobius.filter_stage import DifficultyFilter
-from cpmobius.fixed_pool import FixedPool
 from cpmobius.loop_state import KeptProblems, LoopState
+from cpmobius.methods import check_settings, get_method
 from cpmobius.policy_api import TrainedPolicy, train_policy
 from cpmobius.prompts import PlayerPrompt, resolve_answer_instruction
-from cpmobius.rewards import (
-    coach_advantages,
-    coach_delta_t,
-    coach_rewards,
-    grpo_advantages,
-    player_token_rewards,
-    random_player_rewards,
-    token_weighted_mean_advantage,
-)
-from cpmobius.rzero import RZeroSchedule
+from cpmobius.rewards import grpo_advantages, player_token_rewards
 from cpmobius.settings import Settings
 from cpmobius.validation import DeltaTracker, load_ood_set, load_validation_set, measure_accuracy
 
@@ -39,9 +29,9 @@ STAGES = ("coach", "difficulty_filter", "player_update", "validation", "coach_up
 
 
 class CoachPlayerLoop:
-    """Coach and Player co-evolution on verl; with ``method=ttrl|rent``, a comparison baseline that trains the
-    Player alone on the validation set's questions (``filter`` is then a `cpmobius.fixed_pool.FixedPool`); with
-    ``method=rzero``, R-Zero's Challenger and Solver phases (``filter`` is a `cpmobius.rzero.RZeroSchedule`).
+    """Coach and Player co-evolution on verl, or the method ``method.name`` names (`cpmobius.methods`): ``method``
+    is its `cpmobius.methods.Method` and ``filter`` its problem source (CPMöbius: the difficulty filter; TTRL and
+    RENT: `cpmobius.methods.fixed_pool.FixedPool`; R-Zero: `cpmobius.methods.rzero.RZeroSchedule`).
 
     Args:
         cfg: the composed config (``trainer.*`` for steps, checkpoints and logging).
@@ -71,7 +61,7 @@ class CoachPlayerLoop:
         ood_set: Any = None,
     ):
         self.cfg = cfg
-        self._settings = settings
+        self._settings = check_settings(settings)
         self.coach, self.player = coach, player  # coach None: a baseline that trains the Player alone
         self.policies = {name: p for name, p in (("coach", coach), ("player", player)) if p is not None}
         self.logger = logger
@@ -102,27 +92,8 @@ class CoachPlayerLoop:
         # each stage's (stage, start, end) in perf_counter seconds (bench_step_gpu.py attributes operations by them)
         self.stages = OpLog()
         self._step_mark = 0
-        if settings.method.uses_pool:  # TTRL, RENT: the validation set's questions, no Coach (docs/baselines.md)
-            questions = self.val_set.problems
-            self.filter = FixedPool(
-                settings, player, self.player_prompt, questions, cfg.seed, self.stages, self._count_tokens
-            )
-        elif settings.method.name == "rzero":  # Challenger and Solver phases (cpmobius/rzero.py)
-            self.filter = RZeroSchedule(
-                settings, coach, player, self.player_prompt, cfg.seed, self.stages, self._count_tokens
-            )
-        else:
-            self.filter = DifficultyFilter(
-                settings,
-                coach,
-                player,
-                self.player_prompt,
-                self.output_dir / "problems",
-                self.stages,
-                self._count_tokens,
-                ground_truth,
-                difficulty_of,
-            )
+        self.method = get_method(settings.method.name)()
+        self.filter = self.method.problem_source(self)
 
     @property
     def settings(self) -> Settings:
@@ -143,13 +114,13 @@ class CoachPlayerLoop:
         kept, step_metrics = self.filter.collect(self.state.step + 1)  # coach generation + difficulty filter
         if kept is None:
             return {**step_metrics, **self._skipped_step()}
-        if len(kept):  # R-Zero's Challenger steps keep nothing for the Player (they train the Coach)
+        if len(kept):  # R-Zero's Challenger steps keep nothing for the Player (their update is the Coach's)
             with self.timed("player_update"):
                 step_metrics.update(self.update_player(kept))
         with self.timed("validation"):
             delta_t, val_metrics = self.validate()
         with self.timed("coach_update"):
-            step_metrics.update(self.update_coach(kept, delta_t))
+            step_metrics.update(self.update_coach(kept, delta_t))  # the method's: CPMöbius's REINFORCE with Δt
         with self.timed("rollback"):
             step_metrics.update(self.maybe_roll_back(val_metrics["val/accuracy"]))
         return {**step_metrics, **val_metrics, "val/delta_t": delta_t, **self._timing_metrics()}
@@ -157,24 +128,15 @@ class CoachPlayerLoop:
     # ------------------------------------------------------------------ stages
 
     def update_player(self, kept: KeptProblems) -> dict[str, float]:
-        """GRPO on the kept groups' rollouts: binary reward vs the pseudo-label (CPMöbius, TTRL) or minus
-        the mean token entropy (RENT, `cpmobius.baselines.rewards.rent_rewards`), verl's update."""
+        """GRPO on the kept groups' rollouts with the method's rewards (`cpmobius.methods.Method.player_scores`:
+        agreement with the pseudo-label for CPMöbius, TTRL and R-Zero; minus the mean token entropy for RENT),
+        verl's update."""
         batch = kept.player_batch
-        agrees = [agree for outcome in kept.outcomes for agree in outcome.agrees]
         mask = batch.batch["response_mask"]
-        method = self.settings.method
         scores: list[float] = []
 
         def advantages(entropies: Any) -> Any:
-            if method.name == "rent":  # entropies of the policy that sampled the rollouts (released: the same)
-                scores[:] = rent_rewards(
-                    entropies, mask, agrees, method.no_box_entropy, method.entropy_window, method.last_fraction
-                ).tolist()
-            elif self.settings.player.reward == "random":  # CPMöbius: the null control, not the method
-                p = self.settings.player.random_reward_p
-                scores[:] = random_player_rewards(len(agrees), p, int(self.cfg.seed), self.state.step)
-            else:
-                scores[:] = [float(agree) for agree in agrees]
+            scores[:] = self.method.player_scores(self, kept, entropies)
             return grpo_advantages(player_token_rewards(scores, mask), mask, batch.non_tensor_batch["uid"])
 
         update_metrics = train_policy(self.player, batch, advantages)
@@ -200,43 +162,9 @@ class CoachPlayerLoop:
         }
 
     def update_coach(self, kept: KeptProblems, delta_t: float) -> dict[str, float]:
-        """REINFORCE on the kept problems' Coach rows with R_i (`cpmobius.rewards.coach_rewards`).
-
-        Skipped when the reward's Δt is 0 (released code) or ``coach.update`` is false. # CPMöbius: with
-        ``coach.delta_t_source`` other than ``measured`` (an ablation) R_i multiplies a replaced Δt
-        (`cpmobius.rewards.coach_delta_t`), logged as ``coach/delta_t`` (and the step it was measured at as
-        ``coach/delta_t_step``); the update is otherwise the same.
-        """
-        cs, n = self.settings.coach, self.settings.player.n
-        if self.coach is None or kept.coach_batch is None:  # no Coach, or problems no Coach row rewards (R-Zero)
-            return {}
-        if not cs.update:
-            return {"coach/updated": 0.0}
-        earlier = self.state.delta_t_history[: self.state.step]  # steps 1 … t−1, checkpointed in the loop state
-        delta_t, from_step = coach_delta_t(
-            cs.delta_t_source, delta_t, earlier, int(self.cfg.seed), cs.delta_t_constant, cs.delta_t_noise_sd
-        )
-        used = {"coach/delta_t": delta_t} if cs.delta_t_source != "measured" else {}  # an ablation's Δt, logged
-        if used and from_step is not None:
-            used["coach/delta_t_step"] = float(from_step)
-        if delta_t == 0.0:
-            return {"coach/updated": 0.0, **used}
-        player_adv, player_mask = kept.player_batch.batch["advantages"], kept.player_batch.batch["response_mask"]
-        mean_adv = [
-            token_weighted_mean_advantage(player_adv[i * n : (i + 1) * n], player_mask[i * n : (i + 1) * n])
-            for i in range(len(kept))
-        ]
-        rewards = coach_rewards(cs.reward, delta_t, [o.pass_rate for o in kept.outcomes], mean_adv)
-        batch = kept.coach_batch
-        update_metrics = train_policy(
-            self.coach, batch, lambda _entropies: coach_advantages(rewards, batch.batch["response_mask"])
-        )
-        return {
-            **metrics.prefixed(update_metrics, "coach"),
-            "coach/updated": 1.0,
-            "coach/reward_mean": sum(rewards) / len(rewards),
-            **used,
-        }
+        """The method's Coach update after validation (`cpmobius.methods.Method.update_coach`): CPMöbius's
+        REINFORCE with R_i, R-Zero's Challenger update, none for the methods without a Coach."""
+        return self.method.update_coach(self, kept, delta_t)
 
     def maybe_roll_back(self, score: float) -> dict[str, float]:
         """Released option: keep the best-on-validation Player; after ``patience`` non-improving steps
@@ -368,7 +296,7 @@ class CoachPlayerLoop:
         the out-of-distribution set's too (every step, not a rollback's re-validation)."""
         ood_set = self.ood_set if ood else None
         result = measure_accuracy(self.player, self.val_set, self.settings.validation, self.player_prompt, ood_set)
-        self._count_tokens("validation", result.response_tokens + result.ood_response_tokens)
+        self.count_tokens("validation", result.response_tokens + result.ood_response_tokens)
         return result
 
     def _accuracy_metrics(self, result: Any) -> dict[str, float]:
@@ -398,7 +326,8 @@ class CoachPlayerLoop:
             **{f"loop/generated_tokens/{stage}": float(count) for stage, count in self.state.generated_tokens.items()},
         }
 
-    def _count_tokens(self, stage: str, count: int) -> None:
+    def count_tokens(self, stage: str, count: int) -> None:
+        """Add ``count`` generated tokens to ``stage``'s running total (``loop/generated_tokens/<stage>``)."""
         self.state.generated_tokens[stage] = self.state.generated_tokens.get(stage, 0) + count
 
     def _skipped_step(self) -> dict[str, float]:

@@ -20,7 +20,7 @@ class KeptProblems:
     """The problems one step trains on: their groups' rollouts and their Coach rows, aligned.
 
     ``player_batch`` has K·n rows (group i is rows i·n … i·n+n−1); ``coach_batch`` has K rows, or is None
-    for problems no Coach wrote (the baselines' fixed pool, `cpmobius.fixed_pool`).
+    for problems no Coach wrote (the baselines' fixed pool, `cpmobius.methods.fixed_pool`).
     """
 
     problems: list[Problem]

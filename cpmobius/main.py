@@ -25,7 +25,7 @@ from cpmobius.engine.config import (
     build_policy_configs,
     check_kernel_packages,
 )
-from cpmobius.run_log import Loggers, StepTable, make_tracking, table_columns
+from cpmobius.run_log import Loggers, StepTable, make_tracking
 from cpmobius.settings import load_settings
 
 
@@ -94,9 +94,10 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None, config
         ConfigError: for any bad value, before Ray or a worker starts.
         RayStartError: Ray did not start (`cpmobius.engine.sharing.start_ray`).
     """
+    from cpmobius.methods import check_settings, get_method  # the method's own checks (its modules import verl)
     from cpmobius.validation import load_ood_set, load_validation_set
 
-    settings = settings if settings is not None else load_settings(cfg)
+    settings = check_settings(settings if settings is not None else load_settings(cfg))
     configs = configs if configs is not None else build_policy_configs(cfg)  # every value checked before anything runs
     check_model_folders(cfg)
     val_set = load_validation_set(settings.validation)  # a bad dataset fails here, before Ray
@@ -143,9 +144,8 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None, config
             with open_dict(cfg):
                 cfg.model.coach_path = str(coach_start)
             configs = build_policy_configs(cfg)  # the Coach now starts from the warm-up output
-        # The baselines on a fixed pool (method=ttrl|rent) train the Player alone: no Coach is started (R-Zero's
-        # Challenger is the Coach).
-        coach = None if settings.method.uses_pool else Policy("coach", configs["coach"], pool, guard)
+        has_coach = get_method(settings.method.name).has_coach  # TTRL, RENT: none (R-Zero's Challenger is the Coach)
+        coach = Policy("coach", configs["coach"], pool, guard) if has_coach else None
         start_policies(*[p for p in (player, coach) if p is not None and p.worker_group is None])
     except BaseException:
         if warmup is not None:
@@ -194,8 +194,9 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     from cpmobius.checkpoint import check_resume
     from cpmobius.checkpoint_space import check_checkpoint_space, describe_optimizer_resume
     from cpmobius.engine.gpu_driver import check_this_machine
+    from cpmobius.methods import table_columns
 
-    settings = settings if settings is not None else load_settings(cfg)
+    settings = settings if settings is not None else load_settings(cfg)  # and the method's checks in `build_loop`
     hold_kernels(cfg)  # for callers of `run` other than `main`
     done = check_resume(cfg)  # checked against its manifest; a broken one falls back to the newest intact one
     if done >= int(cfg.trainer.total_training_steps):
@@ -219,18 +220,13 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
     loop, state = None, None
     try:
         loop = build_loop(cfg, settings=settings, configs=configs)
-        method, validation = loop.settings.method.name, loop.settings.validation
+        validation = loop.settings.validation
         sampled = validation.metric != "expected" and not validation.greedy and validation.samples_per_problem > 1
-        columns = table_columns(
-            method,
-            validation.metric == "expected",
-            validation.dataset == "toy",
-            sampled,
-            validation.ood_dataset is not None,
-        )
+        expected, ood = validation.metric == "expected", validation.ood_dataset is not None
+        columns = table_columns(loop.settings.method.name, expected, validation.dataset == "toy", sampled, ood)
         loop.logger = Loggers(make_tracking(cfg), StepTable(columns))
         state = loop.fit()
-        kept = "checkpoints and problem archive" if method == "cpmobius" else "checkpoints"
+        kept = "checkpoints and problem archive" if loop.method.writes_problem_archive else "checkpoints"
         print(f"[cpmobius] done: {state.step} steps; {kept} in {cfg.trainer.default_local_dir}", flush=True)
         if "file" in cfg.trainer.logger:
             from cpmobius.plots import plot_training_dynamics, run_title
@@ -349,6 +345,7 @@ def print_validated_config(argv: list[str]) -> int:
 
     from cpmobius.engine.config import ConfigError, compose_config
     from cpmobius.engine.known_keys import check_override_keys, describe_hydra_error
+    from cpmobius.methods import check_settings
     from cpmobius.usage import overrides_from_argv
 
     overrides = overrides_from_argv(argv)
@@ -359,7 +356,7 @@ def print_validated_config(argv: list[str]) -> int:
             check_override_keys(overrides)  # names an unknown key and the nearest valid one
             raise ConfigError(describe_hydra_error(error, overrides)) from error
         check_override_keys(overrides)
-        load_settings(cfg)
+        check_settings(load_settings(cfg))
         build_policy_configs(cfg)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)

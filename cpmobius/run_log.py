@@ -51,28 +51,11 @@ RZERO_TABLE_COLUMNS = (
 )
 
 
-def table_columns(
-    method: str, greedy_beside: bool = False, levels: bool = False, snr: bool = False, ood: bool = False
-) -> tuple:
-    """The step table's ``(metric key, format, label)`` columns for a run of ``method``.
-
-    A CPMöbius run's table gains the greedy pass's accuracy beside ``val_acc`` when ``greedy_beside``
-    (``validation.metric=expected``: ``val_acc`` is then the expected accuracy) and the mean level of the Coach's
-    well-formed problems after ``valid`` when ``levels`` (the toy world, where a problem's level is known). With
-    ``snr`` (a sampled validation, k ≥ 2) every method's table shows |Δt| over its standard error after Δt, and
-    with ``ood`` (``validation.ood_dataset``) the out-of-distribution set's accuracy after the validation accuracies.
-    """
-    if method == "rzero":
-        columns = list(RZERO_TABLE_COLUMNS)
-    elif method != "cpmobius":
-        columns = list(POOL_TABLE_COLUMNS)
-    else:
-        columns = list(TABLE_COLUMNS)
-        if levels:
-            at = next(i for i, (key, _, _) in enumerate(columns) if key == "coach/valid_frac") + 1
-            columns.insert(at, ("coach/difficulty_mean", "{:>7.2f}", "c_level"))
-        if greedy_beside:
-            columns.insert(2, ("val/accuracy_greedy", "{:>6.3f}", "greedy"))
+def with_validation_columns(columns: list[tuple], snr: bool = False, ood: bool = False) -> tuple:
+    """A method's step-table ``columns`` (`cpmobius.methods.table_columns`) with the validation extras every
+    method's table shows: with ``ood`` (``validation.ood_dataset``) the out-of-distribution set's accuracy after the
+    validation accuracies, and with ``snr`` (a sampled validation, k ≥ 2) |Δt| over its standard error after Δt."""
+    columns = list(columns)
 
     def after(*keys: str) -> int:
         return 1 + max(i for i, (key, _, _) in enumerate(columns) if key in keys)

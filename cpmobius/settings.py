@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from cpmobius.engine.config import ConfigError, validate_run_config
+from cpmobius.engine.config import CONFIG_DIR, ConfigError, validate_run_config
 from cpmobius.engine.config_sections import default, read_section
 from cpmobius.prompts import ANSWER_FORMATS
 
@@ -29,13 +29,10 @@ DELTA_T_SOURCES = ("measured", "constant", "noise", "shuffled")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
 # filter.label_from: which rollouts may label a group (`cpmobius.difficulty_filter.assign_pseudo_labels`).
 LABEL_SOURCES = ("all", "answered")
-# method.name: the algorithm; the baselines train the Player alone on a fixed pool (docs/baselines.md).
-METHODS = ("cpmobius", "ttrl", "rent", "rzero")
-POOL_METHODS = ("ttrl", "rent")
 ENTROPY_WINDOWS = ("all", "last_fraction")
 # validation.metric: the accuracy that feeds Δt (`cpmobius.validation.measure_accuracy`).
 VALIDATION_METRICS = ("greedy", "expected")
-# rzero: how a Challenger output is read (`cpmobius.rzero`), and its uncertainty term (the values of
+# rzero: how a Challenger output is read (`cpmobius.methods.rzero`), and its uncertainty term (the values of
 # `cpmobius.baselines.rewards.RZERO_UNCERTAINTY`, not imported here, to keep config checks light).
 CHALLENGER_FORMATS = ("plain", "tags")
 RZERO_UNCERTAINTIES = ("code", "paper")
@@ -44,9 +41,10 @@ RZERO_UNCERTAINTIES = ("code", "paper")
 # theirs from it (`default`), so a test or notebook that builds them runs the command line's defaults.
 
 
-def trains_player_alone(method: str) -> bool:
-    """Whether ``method.name`` trains the Player alone on a fixed pool (ttrl, rent): no Coach is started or saved."""
-    return method in POOL_METHODS
+def method_configs() -> tuple[str, ...]:
+    """The methods ``method=`` offers: the files of ``configs/method/`` (one YAML per registered method,
+    `cpmobius.methods`; read here, since the methods' own checks import the loop, `cpmobius.methods.check_settings`)."""
+    return tuple(sorted(path.stem for path in (CONFIG_DIR / "method").glob("*.yaml")))
 
 
 def _require(condition: bool, key: str, message: str) -> None:
@@ -332,7 +330,7 @@ class MethodSettings:
     # rent: average the entropy over all response tokens (released) or the last fraction of them.
     entropy_window: str = default("method.entropy_window")
     last_fraction: Optional[float] = default("method.last_fraction")
-    # rzero (cpmobius/rzero.py): Challenger then Solver steps per iteration (released: 5 and 15).
+    # rzero (cpmobius/methods/rzero.py): Challenger then Solver steps per iteration (released: 5 and 15).
     challenger_steps: int = default("method.challenger_steps")
     solver_steps: int = default("method.solver_steps")
     # rzero: Coach prompts a Challenger step, and candidates per prompt (the GRPO group; released: 512 and 4).
@@ -352,7 +350,7 @@ class MethodSettings:
     solver_band_high: float = default("method.solver_band_high")
 
     def __post_init__(self) -> None:
-        _require_choice(self.name, METHODS, "method.name")
+        _require_choice(self.name, method_configs(), "method.name")
         for key in ("solver_steps", "challenger_prompts", "reward_votes", "solver_questions", "solver_votes"):
             _require(getattr(self, key) >= 1, f"method.{key}", "must be >= 1")
         _require(self.challenger_steps >= 0, "method.challenger_steps", "must be >= 0")
@@ -374,11 +372,6 @@ class MethodSettings:
             self.last_fraction is None or 0.0 < self.last_fraction <= 1.0, "method.last_fraction", "must be in (0, 1]"
         )
 
-    @property
-    def uses_pool(self) -> bool:
-        """Whether the Player trains alone on a fixed pool (no Coach, filter or Δt)."""
-        return trains_player_alone(self.name)
-
 
 @dataclass
 class Settings:
@@ -393,7 +386,8 @@ class Settings:
 
 
 def load_settings(cfg: DictConfig) -> Settings:
-    """Build and validate every stage's settings from the composed config, and its ``trainer``/``data`` keys.
+    """Build and validate every stage's settings from the composed config, and its ``trainer``/``data`` keys;
+    the checks a method adds across sections are `cpmobius.methods.check_settings`'s.
 
     Raises:
         ConfigError: naming the first bad or unknown key.
@@ -408,27 +402,10 @@ def load_settings(cfg: DictConfig) -> Settings:
         method=read_section(cfg, "method", MethodSettings),
     )
     _require(
-        settings.method.name != "ttrl" or settings.player.n <= settings.method.votes,
-        "player.n",
-        f"ttrl trains the first player.n of each question's method.votes={settings.method.votes} rollouts: "
-        f"got player.n={settings.player.n}",
-    )
-    _require(
-        not settings.method.uses_pool or not settings.warmup.enabled,
-        "warmup.enabled",
-        f"method={settings.method.name} has no Coach to warm up: set warmup.enabled=false (configs/method/ does)",
-    )
-    _require(
         not settings.coach.world_problems_only or settings.validation.dataset == "toy",
         "coach.world_problems_only",
         "needs a world that defines its problems (validation.dataset=toy), "
         f"got validation.dataset={settings.validation.dataset!r}: set coach.world_problems_only=false",
-    )
-    _require(
-        settings.coach.delta_t_source == "measured" or (settings.method.name == "cpmobius" and settings.coach.update),
-        "coach.delta_t_source",
-        f"{settings.coach.delta_t_source} replaces the Δt of the CPMöbius Coach's reward: it needs method=cpmobius and "
-        f"coach.update=true, got method={settings.method.name} coach.update={settings.coach.update}",
     )
     low, high = settings.filter.count_band(settings.player.n)
     _require(

@@ -18,6 +18,7 @@ from cpmobius.engine.config import ConfigError, compose_config
 from cpmobius.engine.sharing import EngineGuard
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.loop_state import KeptProblems
+from cpmobius.methods import check_settings
 from cpmobius.rewards import coach_delta_t
 from cpmobius.settings import load_settings
 from cpmobius.validation import ValidationSet
@@ -173,7 +174,7 @@ def test_the_shuffled_draws_after_a_kill_and_a_resume_are_an_uninterrupted_runs(
 )
 def test_bad_delta_t_sources_are_refused_naming_the_key(overrides, message):
     with pytest.raises(ConfigError, match=message):
-        load_settings(compose_config(overrides))
+        check_settings(load_settings(compose_config(overrides)))  # the last two are the method's checks
 
 
 def test_each_source_with_its_parameter_is_accepted():

@@ -1,4 +1,4 @@
-"""The comparison baselines as methods of the loop (``method=ttrl|rent``, `cpmobius.fixed_pool`): the questions
+"""The comparison baselines as methods of the loop (``method=ttrl|rent``, `cpmobius.methods.fixed_pool`): the questions
 a step draws, TTRL's vote-then-train split and RENT's entropy reward through the Player update, checked with
 hand-computed values on a stand-in Player (no Ray, no models), and the settings that refuse a bad combination
 (R-Zero's too; its schedule is tested in tests/test_rzero.py). The toy runs are in tests/test_method_runs.py."""
@@ -10,10 +10,9 @@ import torch
 from stand_ins import ScriptedPolicy
 
 from cpmobius.engine.config import ConfigError, compose_config
-from cpmobius.engine.timing import OpLog
-from cpmobius.fixed_pool import FixedPool
 from cpmobius.loop import CoachPlayerLoop
-from cpmobius.prompts import PlayerPrompt
+from cpmobius.methods import check_settings
+from cpmobius.methods.fixed_pool import FixedPool
 from cpmobius.settings import load_settings
 from cpmobius.validation import ValidationSet
 
@@ -21,9 +20,12 @@ QUESTIONS = ["What is 2 + 3?", "What is 1 + 3?", "What is 6 - 2?"]
 
 
 def make_pool(method: str, player: ScriptedPolicy, *overrides: str) -> FixedPool:
+    """The pool the method builds for the loop (`cpmobius.methods.Method.problem_source`) over `QUESTIONS`."""
     cfg = compose_config([f"method={method}", *overrides])
-    settings = load_settings(cfg)
-    return FixedPool(settings, player, PlayerPrompt(), QUESTIONS, 0, OpLog(), lambda stage, count: None)
+    val_set = ValidationSet("v", [str(i) for i in range(len(QUESTIONS))], QUESTIONS, ["5", "4", "4"])
+    pool = CoachPlayerLoop(cfg, load_settings(cfg), None, player, val_set=val_set).filter
+    assert isinstance(pool, FixedPool)
+    return pool
 
 
 def test_a_steps_draw_depends_only_on_the_seed_and_the_step_and_never_repeats_a_question():
@@ -110,7 +112,7 @@ def test_rent_rewards_minus_the_mean_entropy_and_seven_without_a_box_through_the
 )
 def test_a_bad_method_setting_is_refused_naming_the_key(overrides, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        load_settings(compose_config(overrides))
+        check_settings(load_settings(compose_config(overrides)))  # a section's check, or the method's
 
 
 def test_random_rewards_replace_the_pseudo_labels_verdict_in_the_player_update(tmp_path):

@@ -1,4 +1,4 @@
-"""R-Zero as a method of the loop (``method=rzero``, `cpmobius.rzero`): which phase a step is in, the Challenger's
+"""R-Zero as a method of the loop (``method=rzero``, `cpmobius.methods.rzero`): which phase a step is in, the Challenger's
 reward and GRPO advantages through its update, the Solver's training set and rollouts, and the schedule's state
 across a resume, with hand-computed values on stand-in policies (no Ray, no models). The toy run is in
 tests/test_method_runs.py; the settings that refuse a bad value are in tests/test_methods.py."""
@@ -11,8 +11,8 @@ from stand_ins import ScriptedPolicy
 from cpmobius.engine.config import compose_config
 from cpmobius.engine.timing import OpLog
 from cpmobius.loop import CoachPlayerLoop
+from cpmobius.methods.rzero import CHALLENGER, SOLVER, RZeroSchedule, rzero_phase
 from cpmobius.prompts import PlayerPrompt
-from cpmobius.rzero import CHALLENGER, SOLVER, RZeroSchedule, rzero_phase
 from cpmobius.settings import load_settings
 from cpmobius.validation import ValidationSet
 
@@ -70,6 +70,9 @@ def test_a_challenger_step_rewards_uncertainty_minus_repetition_and_minus_one_fo
     schedule = make_schedule(coach, player, "method.challenger_format=tags", "method.challenger_prompts=1")
     kept, metrics = schedule.collect(step=1)
     assert len(kept) == 0 and player.updated is None  # nothing for the Player in a Challenger step
+    assert coach.updated is None  # the Challenger trains in the loop's Coach update, after validation
+    metrics.update(schedule.update_challenger())
+    assert schedule.update_challenger() == {}  # one update per Challenger step
     assert coach.generated[0][1] == 4 and coach.generated[0][0][0].startswith("Generate one new, challenging")
     assert player.generated == [(list(VOTES), 10)]  # only the well-formed questions are voted on, 10 times each
     rewards = [0.3 - 0.25, -1.0 - 0.25, 0.0 - 0.25, -1.0 - 0.25]  # uncertainty (or -1) minus the 1/4 penalty

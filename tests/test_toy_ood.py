@@ -14,7 +14,7 @@ import torch
 from cpmobius.engine.config import ConfigError, compose_config
 from cpmobius.jsonl import write_jsonl
 from cpmobius.loop import CoachPlayerLoop
-from cpmobius.run_log import table_columns
+from cpmobius.methods import table_columns
 from cpmobius.settings import ValidationSettings, load_settings
 from cpmobius.toy import ood
 from cpmobius.toy import world as tw

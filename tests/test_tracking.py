@@ -91,7 +91,8 @@ def test_a_tensorboard_dir_from_the_environment_wins(tmp_path, monkeypatch):
 
 
 def test_the_step_table_of_the_toy_world_shows_the_greedy_pass_and_the_coach_level(capsys):
-    from cpmobius.run_log import POOL_TABLE_COLUMNS, RZERO_TABLE_COLUMNS, TABLE_COLUMNS, StepTable, table_columns
+    from cpmobius.methods import table_columns
+    from cpmobius.run_log import POOL_TABLE_COLUMNS, RZERO_TABLE_COLUMNS, TABLE_COLUMNS, StepTable
 
     toy = table_columns("cpmobius", greedy_beside=True, levels=True)
     labels = [label for _, _, label in toy]

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from cpmobius.engine.config import compose_config, policy_config
+from cpmobius.methods import table_columns
 from cpmobius.metrics import delta_t_noise_metrics
-from cpmobius.run_log import table_columns
 from cpmobius.settings import ValidationSettings, load_settings
 from cpmobius.validation import DeltaTracker, ValidationSet, measure_accuracy, sampling_standard_error
 

@@ -1,18 +1,11 @@
-"""Stage 1 of the baselines that train the Player alone on a fixed pool of questions: TTRL and RENT.
+"""Stage 1 of the baselines that train the Player alone on a fixed pool of questions (TTRL, RENT).
 
 `FixedPool.collect` stands where CPMöbius's `cpmobius.filter_stage.DifficultyFilter.collect` does: it
 returns the step's problems and their Player rollouts as `KeptProblems` (no Coach rows), from a pool
 instead of a Coach. The pool is the validation set's questions, their answers unused: both baselines'
 released runs train on the questions they are measured on (AMC's 83), which is the setting the paper
-compares against.
-
-- **TTRL** (`method=ttrl`; PRIME-RL/TTRL ``examples/ttrl/amc.sh``): ``method.votes`` rollouts a question;
-  the exact-string majority of their extracted answers is the label; the first ``player.n`` rollouts
-  train, with reward 1 for an answer equivalent to the label (`cpmobius.baselines.rewards.ttrl_*`).
-- **RENT** (`method=rent`; satrams/rent-rl): ``player.n`` rollouts a question, all trained; the reward
-  (minus the mean token entropy, `cpmobius.baselines.rewards.rent_rewards`) needs the policy's entropies,
-  so the loop computes it in its update (`CoachPlayerLoop.update_player`). Here each rollout's outcome
-  only records whether it has a final boxed answer (``agrees``).
+compares against. What a group's rollouts mean (TTRL's vote, RENT's has-a-box flags) is the method's
+(`cpmobius.methods.ttrl`, `cpmobius.methods.rent`), given as ``read_group``.
 
 Departures (`# CPMöbius:` below): answers are extracted and compared by this repository's grader
 (`cpmobius.grading`), not TTRL's Qwen parser and ``grade_answer`` or RENT's ``last_boxed_only_string``;
@@ -22,17 +15,30 @@ a rollout stopped at the length limit has no answer, as in CPMöbius's vote.
 from __future__ import annotations
 
 import random
-from typing import Callable
+from typing import Callable, NamedTuple, Optional
 
-from cpmobius.baselines.rewards import ttrl_rewards, ttrl_vote_then_train
 from cpmobius.coach import Problem
 from cpmobius.difficulty_filter import AnsweredRollouts, GroupOutcome
 from cpmobius.engine.timing import OpLog
-from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import Settings
+
+
+class GroupReading(NamedTuple):
+    """What a method reads from one question's rollouts: which of them train (indices into the group), the label
+    (or None), each training rollout's agree flag (its reward in the default update) and the group's share (the
+    pool's logged mean: TTRL's label share, RENT's has-a-box share)."""
+
+    train: list[int]
+    label: Optional[str]
+    agrees: list[bool]
+    share: float
+
+
+# (the group's extracted answers, None where a rollout has none; player.n; the grading mode) → GroupReading
+ReadGroup = Callable[[list[Optional[str]], int, str], GroupReading]
 
 
 class FixedPool:
@@ -47,9 +53,12 @@ class FixedPool:
             what the uninterrupted one would have.
         stages: the loop's stage timer; rollouts are timed as "difficulty_filter" (the stage they replace).
         count_tokens: called with ``("player_rollouts", tokens)`` for each batch.
+        per_question: rollouts sampled a question (TTRL: ``method.votes``; RENT: ``player.n``).
+        read_group: the method's reading of a question's rollouts (`GroupReading`).
+        share_name: the logged share's name, ``pool/<share_name>_mean``.
 
     Raises:
-        ValueError: an empty pool, or a method that trains no pool.
+        ValueError: an empty pool.
     """
 
     def __init__(
@@ -61,12 +70,14 @@ class FixedPool:
         seed: int,
         stages: OpLog,
         count_tokens: Callable[[str, int], None],
+        per_question: int,
+        read_group: ReadGroup,
+        share_name: str,
     ):
         if not questions:
             raise ValueError("the question pool is empty (validation set with no problems)")
-        if not settings.method.uses_pool:
-            raise ValueError(f"method={settings.method.name} trains no fixed pool")
         self.settings, self.questions, self.seed = settings, list(questions), seed
+        self.per_question, self.read_group, self.share_name = per_question, read_group, share_name
         self.roll_out = AnsweredRollouts(player, prompt, settings.player.vote, stages, count_tokens)
 
     def state_dict(self) -> dict[str, int]:
@@ -90,35 +101,20 @@ class FixedPool:
             ``(kept, metrics)``: K questions with K·``player.n`` training rollouts (groups contiguous) and
             K outcomes: TTRL's label, reward-1 flags and label share; RENT's has-a-box flags.
         """
-        method, n = self.settings.method, self.settings.player.n
-        per_question = method.votes if method.name == "ttrl" else n
+        n, per_question = self.settings.player.n, self.per_question
         indices = self.draw(step)
         texts = [self.questions[i] for i in indices]
         batch, answers, truncated = self.roll_out(texts, per_question)
-        mode = self.settings.player.vote
         kept = KeptProblems([], [], None, None)
         for group, (index, text) in enumerate(zip(indices, texts)):
             start = group * per_question
-            group_answers = answers[start : start + per_question]
-            if method.name == "ttrl":
-                extracted = [answer or "" for answer in group_answers]
-                label, train = ttrl_vote_then_train(extracted, n)
-                flags = ttrl_rewards(
-                    [extracted[i] for i in train], label, lambda a, b: answers_equivalent(a, b, mode=mode)
-                )
-                outcome_label, agrees = label or None, [flag == 1.0 for flag in flags]
-                share = extracted.count(label) / per_question
-            else:
-                train, outcome_label = list(range(n)), None
-                agrees = [answer is not None for answer in group_answers]
-                share = sum(agrees) / n
-            rows = batch.select_idxs([start + i for i in train])
-            cut = [truncated[start + i] for i in train]
-            outcome = GroupOutcome(outcome_label, share, agrees, cut, True, None)
+            reading = self.read_group(answers[start : start + per_question], n, self.settings.player.vote)
+            rows = batch.select_idxs([start + i for i in reading.train])
+            cut = [truncated[start + i] for i in reading.train]
+            outcome = GroupOutcome(reading.label, reading.share, reading.agrees, cut, True, None)
             kept.append(Problem(text=text, coach_row=index), outcome, rows)
         return kept, self._metrics(kept)
 
     def _metrics(self, kept: KeptProblems) -> dict[str, float]:
         shares = [outcome.pass_rate for outcome in kept.outcomes]
-        name = "label_share" if self.settings.method.name == "ttrl" else "boxed_frac"
-        return {"pool/questions": float(len(kept)), f"pool/{name}_mean": sum(shares) / len(shares)}
+        return {"pool/questions": float(len(kept)), f"pool/{self.share_name}_mean": sum(shares) / len(shares)}

@@ -1,7 +1,8 @@
 """R-Zero as a method of the loop (``method=rzero``): iterations of Challenger steps, then Solver steps.
 
-`RZeroSchedule.collect` stands where CPMöbius's `cpmobius.filter_stage.DifficultyFilter.collect` does. The
-phase of a step is a function of the step alone (`rzero_phase`), so a resumed run lands where it stopped.
+`RZeroSchedule.collect` stands where CPMöbius's `cpmobius.filter_stage.DifficultyFilter.collect` does, and the
+Challenger's update where CPMöbius's Coach update does (`RZero.update_coach`, after validation). The phase of a
+step is a function of the step alone (`rzero_phase`), so a resumed run lands where it stopped.
 Source: Chengsong-Huang/R-Zero, ``scripts/main.sh`` and the scripts it calls (docs/baselines.md, "R-Zero").
 
 - **Challenger step** (the Challenger is the Coach): ``method.challenger_prompts`` prompts, each sampled
@@ -10,8 +11,8 @@ Source: Chengsong-Huang/R-Zero, ``scripts/main.sh`` and the scripts it calls (do
   share (`cpmobius.baselines.rewards.rzero_majority_share`, every sample in the denominator). Reward
   (`rzero_challenger_rewards`): min(p, 1 − p) (``method.uncertainty=code``, released; ``paper``:
   1 − 2|p − 0.5|) minus the share of the step's batch in the question's BLEU cluster, −1 − that share for
-  a malformed output; the Challenger's own answer is never read. GRPO advantages per prompt group, one
-  Coach update. Nothing is kept for the Player: the loop validates and goes on.
+  a malformed output; the Challenger's own answer is never read. Nothing is kept for the Player: the loop
+  validates, then the method's Coach update is the Challenger's (GRPO advantages per prompt group, one update).
 - **Solver step** (the Solver is the Player): at the first Solver step of an iteration the Coach writes
   ``method.solver_questions`` questions, the Player (the previous iteration's Solver) votes on each with
   ``method.solver_votes`` samples, and the questions with a gradable majority answer whose share (over the
@@ -35,7 +36,7 @@ from __future__ import annotations
 import random
 from typing import Callable, Optional
 
-from cpmobius import metrics
+from cpmobius import metrics, run_log
 from cpmobius.baselines.rewards import (
     rzero_challenger_rewards,
     rzero_gradable,
@@ -48,6 +49,7 @@ from cpmobius.difficulty_filter import AnsweredRollouts, GroupOutcome
 from cpmobius.engine.timing import OpLog
 from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems
+from cpmobius.methods.base import LoopView, Method, register
 from cpmobius.policy_api import TrainedPolicy, train_policy
 from cpmobius.prompts import Messages, PlayerPrompt, coach_prompt
 from cpmobius.rewards import grpo_advantages, player_token_rewards
@@ -107,7 +109,7 @@ class RZeroSchedule:
         prompt: the Player's prompt (`cpmobius.prompts.PlayerPrompt`).
         seed: the run's seed; a Solver step's draw depends on it and the step only.
         stages: the loop's stage timer: Coach samples are timed as "coach", Player votes and rollouts as
-            "difficulty_filter", the Challenger's update as "coach_update".
+            "difficulty_filter" (the Challenger's update runs in the loop's "coach_update").
         count_tokens: called with ``(stage, tokens)`` for each generated batch.
     """
 
@@ -121,13 +123,15 @@ class RZeroSchedule:
         stages: OpLog,
         count_tokens: Callable[[str, int], None],
     ):
-        if settings.method.name != "rzero" or coach is None:
-            raise ValueError(f"RZeroSchedule needs method=rzero and a Coach (method={settings.method.name})")
+        if coach is None:
+            raise ValueError("RZeroSchedule needs a Coach (the Challenger)")
         self.settings, self.coach, self.player, self.prompt = settings, coach, player, prompt
         self.seed, self.stages, self.count_tokens = seed, stages, count_tokens
         self.roll_out = AnsweredRollouts(player, prompt, settings.player.vote, stages, count_tokens)
         # The current Solver phase's training set: its iteration (0: none yet), questions and labels.
         self.pool: dict = {"iteration": 0, "questions": [], "labels": []}
+        # A Challenger step's batch and rewards, from `collect` to `update_challenger` (never across steps).
+        self.challenger: Optional[tuple[object, list[float]]] = None
 
     def state_dict(self) -> dict:
         """The Solver phase's training set (saved as ``problem_source`` in each checkpoint's loop state)."""
@@ -137,13 +141,14 @@ class RZeroSchedule:
         self.pool = {"iteration": 0, "questions": [], "labels": [], **state}
 
     def collect(self, step: int) -> tuple[KeptProblems, dict[str, float]]:
-        """Run step ``step``'s phase. A Challenger step trains the Coach and returns no problems; a Solver
-        step returns the drawn questions and their Player rollouts (K·``player.n`` rows, groups contiguous)."""
+        """Run step ``step``'s phase. A Challenger step scores the Coach's questions (its update is
+        `update_challenger`) and returns no problems; a Solver step returns the drawn questions and their Player
+        rollouts (K·``player.n`` rows, groups contiguous)."""
         ms = self.settings.method
         phase, iteration, _ = rzero_phase(step, ms.challenger_steps, ms.solver_steps)
         common = {"rzero/phase": float(phase == SOLVER), "rzero/iteration": float(iteration)}
         if phase == CHALLENGER:
-            return KeptProblems([], [], None, None), {**common, **self.train_challenger()}
+            return KeptProblems([], [], None, None), {**common, **self.score_challenger()}
         built = {}
         if self.pool["iteration"] != iteration:  # the phase's first step (or a checkpoint from before it)
             built = self.build_solver_set(iteration)
@@ -152,13 +157,14 @@ class RZeroSchedule:
 
     # ------------------------------------------------------------------ Challenger
 
-    def train_challenger(self) -> dict[str, float]:
-        """One Challenger step: candidates → Player votes → R-Zero's reward → GRPO update of the Coach."""
+    def score_challenger(self) -> dict[str, float]:
+        """A Challenger step's first half: candidates → Player votes → R-Zero's reward, held for the update."""
         ms = self.settings.method
         batch, questions = self.write_questions(ms.challenger_prompts, ms.challenger_n)
         votes = self.vote(questions, ms.reward_votes, "all_samples")
         shares = [None if vote is None else vote[1] for vote in votes]
         rewards = rzero_challenger_rewards(questions, shares, ms.uncertainty)
+        self.challenger = (batch, rewards)
         step_metrics = {
             "coach/reward_mean": sum(rewards) / len(rewards),
             "rzero/reward_mean": sum(rewards) / len(rewards),
@@ -167,17 +173,22 @@ class RZeroSchedule:
         valid_shares = [share for share in shares if share is not None]
         if valid_shares:
             step_metrics["rzero/majority_share_mean"] = sum(valid_shares) / len(valid_shares)
+        return step_metrics
+
+    def update_challenger(self) -> dict[str, float]:
+        """A Challenger step's second half: GRPO per prompt group on the held rewards, one Coach update (none
+        with ``coach.update=false``). Nothing after a Solver step."""
+        if self.challenger is None:
+            return {}
+        (batch, rewards), self.challenger = self.challenger, None
         if not self.settings.coach.update:
-            return {**step_metrics, "coach/updated": 0.0}
-        with self.stages.timed("coach_update"):
-            mask = batch.batch["response_mask"]
-            token_rewards = player_token_rewards(rewards, mask)  # each reward on its last response token
-            update_metrics = train_policy(
-                self.coach,
-                batch,
-                lambda _entropies: grpo_advantages(token_rewards, mask, batch.non_tensor_batch["uid"]),
-            )
-        return {**step_metrics, **metrics.prefixed(update_metrics, "coach"), "coach/updated": 1.0}
+            return {"coach/updated": 0.0}
+        mask = batch.batch["response_mask"]
+        token_rewards = player_token_rewards(rewards, mask)  # each reward on its last response token
+        update_metrics = train_policy(
+            self.coach, batch, lambda _entropies: grpo_advantages(token_rewards, mask, batch.non_tensor_batch["uid"])
+        )
+        return {**metrics.prefixed(update_metrics, "coach"), "coach/updated": 1.0}
 
     def coach_prompt(self) -> Messages:
         """The Coach's prompt: R-Zero's system and user turns (``tags``), or ``coach.instruction`` (``plain``)."""
@@ -268,3 +279,20 @@ class RZeroSchedule:
             kept.append(Problem(text=text, coach_row=index), outcome, batch.slice(group * n, (group + 1) * n))
         rewards = [float(a) for outcome in kept.outcomes for a in outcome.agrees]
         return kept, {"pool/questions": float(len(kept)), "rzero/reward_mean": sum(rewards) / len(rewards)}
+
+
+@register
+class RZero(Method):
+    """R-Zero's Challenger (the Coach) and Solver (the Player) phases; the Coach is never given Δt."""
+
+    name = "rzero"
+    table = run_log.RZERO_TABLE_COLUMNS
+
+    def problem_source(self, loop: LoopView) -> RZeroSchedule:
+        return RZeroSchedule(
+            loop.settings, loop.coach, loop.player, loop.player_prompt, loop.cfg.seed, loop.stages, loop.count_tokens
+        )
+
+    def update_coach(self, loop: LoopView, kept: KeptProblems, delta_t: float) -> dict[str, float]:
+        """The Challenger's update on a Challenger step (`RZeroSchedule.update_challenger`); none on a Solver step."""
+        return loop.filter.update_challenger()

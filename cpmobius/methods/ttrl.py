@@ -1,0 +1,55 @@
+"""TTRL (``method=ttrl``; PRIME-RL/TTRL ``examples/ttrl/amc.sh``): the Player alone on a fixed pool of questions
+(`cpmobius.methods.fixed_pool`). ``method.votes`` rollouts a question; the exact-string majority of their extracted
+answers is the label; the first ``player.n`` rollouts train, with reward 1 for an answer equivalent to the label
+(`cpmobius.baselines.rewards.ttrl_*`)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from cpmobius import run_log
+from cpmobius.baselines.rewards import ttrl_rewards, ttrl_vote_then_train
+from cpmobius.engine.config import ConfigError
+from cpmobius.grading import answers_equivalent
+from cpmobius.methods.base import LoopView, Method, register
+from cpmobius.methods.fixed_pool import FixedPool, GroupReading
+from cpmobius.settings import Settings
+
+
+def read_ttrl_group(answers: list[Optional[str]], n: int, mode: str) -> GroupReading:
+    """TTRL's reading of one question's ``method.votes`` rollouts: the majority label, the first ``n`` train."""
+    extracted = [answer or "" for answer in answers]
+    label, train = ttrl_vote_then_train(extracted, n)
+    flags = ttrl_rewards([extracted[i] for i in train], label, lambda a, b: answers_equivalent(a, b, mode=mode))
+    return GroupReading(train, label or None, [flag == 1.0 for flag in flags], extracted.count(label) / len(answers))
+
+
+@register
+class TTRL(Method):
+    """Test-time RL on the validation set's questions; no Coach."""
+
+    name = "ttrl"
+    has_coach = False
+    table = run_log.POOL_TABLE_COLUMNS
+
+    @classmethod
+    def check(cls, settings: Settings) -> None:
+        if settings.player.n > settings.method.votes:
+            raise ConfigError(
+                f"player.n: ttrl trains the first player.n of each question's method.votes={settings.method.votes} "
+                f"rollouts: got player.n={settings.player.n}"
+            )
+
+    def problem_source(self, loop: LoopView) -> FixedPool:
+        return FixedPool(
+            loop.settings,
+            loop.player,
+            loop.player_prompt,
+            loop.val_set.problems,
+            loop.cfg.seed,
+            loop.stages,
+            loop.count_tokens,
+            per_question=loop.settings.method.votes,
+            read_group=read_ttrl_group,
+            share_name="label_share",
+        )
