@@ -12,15 +12,26 @@ default's finished folder; ``experiment=paper_qwen_1p5b method=rent`` is ``paper
 
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
 RESOLVER = "run_name"
 DEFAULT_NAME = "default"
-DEFAULT_METHOD = "cpmobius"
 DEFAULT_MODEL = "tiny"
-BASELINE_METHODS = ("rent", "ttrl", "rzero")  # a preset named for one (rent_qwen_1p5b) runs that method only
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@lru_cache(maxsize=1)
+def default_and_other_methods() -> tuple[str, tuple[str, ...]]:
+    """The default method (``configs/cpmobius.yaml``'s defaults list) and the others, one a YAML of
+    ``configs/method/``; a preset named for one of the others (``rent_qwen_1p5b``) runs that method only."""
+    defaults = OmegaConf.to_container(OmegaConf.load(CONFIGS / "cpmobius.yaml").defaults)
+    default = next(entry["method"] for entry in defaults if isinstance(entry, dict) and "method" in entry)
+    others = tuple(sorted(path.stem for path in (CONFIGS / "method").glob("*.yaml") if path.stem != default))
+    return default, others
 
 
 class PresetMethodError(ValueError):
@@ -47,13 +58,14 @@ def run_name(preset: Any, _root_: Any) -> str:
     if name == DEFAULT_NAME and model not in (None, DEFAULT_MODEL):
         name = str(model)
     method = OmegaConf.select(_root_, "method.name", default=None)
-    named = [word for word in name.split("_") if word in BASELINE_METHODS]
+    default_method, others = default_and_other_methods()
+    named = [word for word in name.split("_") if word in others]
     if named and named[0] != method:
         raise PresetMethodError(
             f"experiment={preset} is {named[0]}'s preset, but the method is {method}: add method={named[0]} "
             f"(bash scripts/launch.sh {preset} method={named[0]})"
         )
-    if method not in (None, DEFAULT_METHOD) and not named:  # rent_qwen_1p5b names its method already
+    if method not in (None, default_method) and not named:  # rent_qwen_1p5b names its method already
         name += f"_{method}"
     seed = OmegaConf.select(_root_, "seed", default=0)
     if seed not in (None, 0):
