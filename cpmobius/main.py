@@ -152,18 +152,18 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None, config
             warmup.stop()  # Ctrl-C, SIGTERM or a failure while starting: no torchrun left behind
         raise
     from cpmobius.loop import CoachPlayerLoop
-    from cpmobius.toy.world import problem_difficulty, solve
+    from cpmobius.worlds import world_of
 
-    toy = settings.validation.dataset == "toy"
+    world = world_of(settings.validation.dataset)  # the truth of every Coach problem, where the task defines it
     return CoachPlayerLoop(
         cfg,
         settings,
         coach,
         player,
         logger,
-        solve if toy else None,
+        world.solve if world else None,
         val_set=val_set,
-        difficulty_of=problem_difficulty if toy else None,
+        difficulty_of=world.difficulty if world else None,
         ood_set=ood_set,
     )
 
@@ -223,7 +223,7 @@ def run(cfg: DictConfig, settings: Any = None) -> Any:
         validation = loop.settings.validation
         sampled = validation.metric != "expected" and not validation.greedy and validation.samples_per_problem > 1
         expected, ood = validation.metric == "expected", validation.ood_dataset is not None
-        columns = table_columns(loop.settings.method.name, expected, validation.dataset == "toy", sampled, ood)
+        columns = table_columns(loop.settings.method.name, expected, loop.difficulty_of is not None, sampled, ood)
         loop.logger = Loggers(make_tracking(cfg), StepTable(columns))
         state = loop.fit()
         kept = "checkpoints and problem archive" if loop.method.writes_problem_archive else "checkpoints"

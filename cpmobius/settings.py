@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from cpmobius.engine.config import CONFIG_DIR, ConfigError, validate_run_config
 from cpmobius.engine.config_sections import default, read_section
 from cpmobius.prompts import ANSWER_FORMATS
+from cpmobius.worlds import is_world
 
 # player.vote: the grading modes of `cpmobius.grading` (its `MODES`; not imported here, to keep config checks light).
 VOTES = ("cpmobius", "released")
@@ -255,7 +256,7 @@ class ValidationSettings:
         _require(self.size is None or self.size >= 1, "validation.size", "must be >= 1 or null")
         _require_choice(self.metric, VALIDATION_METRICS, "validation.metric")
         _require(
-            self.metric != "expected" or self.dataset == "toy",
+            self.metric != "expected" or is_world(self.dataset),
             "validation.metric",
             "expected needs a set whose correct responses are known token for token (validation.dataset=toy), "
             f"got validation.dataset={self.dataset!r} (the toy default measures expected accuracy: add "
@@ -273,7 +274,7 @@ class ValidationSettings:
         _require(self.ood_size is None or self.ood_size >= 1, "validation.ood_size", "must be >= 1 or null")
         _require(self.ood_dataset != self.dataset, "validation.ood_dataset", "is the validation set itself")
         _require(
-            self.metric != "expected" or self.ood_dataset in (None, "toy_ood"),
+            self.metric != "expected" or self.ood_dataset is None or is_world(self.ood_dataset),
             "validation.ood_dataset",
             f"validation.metric=expected scores it by canonical responses: toy_ood or null, got {self.ood_dataset!r}",
         )
@@ -402,7 +403,7 @@ def load_settings(cfg: DictConfig) -> Settings:
         method=read_section(cfg, "method", MethodSettings),
     )
     _require(
-        not settings.coach.world_problems_only or settings.validation.dataset == "toy",
+        not settings.coach.world_problems_only or is_world(settings.validation.dataset),
         "coach.world_problems_only",
         "needs a world that defines its problems (validation.dataset=toy), "
         f"got validation.dataset={settings.validation.dataset!r}: set coach.world_problems_only=false",

@@ -35,6 +35,7 @@ from cpmobius.jsonl import JSONLineError, json_objects
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import ValidationSettings
+from cpmobius.worlds import world_of
 
 
 @dataclass(frozen=True)
@@ -55,24 +56,18 @@ class ValidationSet:
 def load_ood_set(settings: ValidationSettings) -> Optional[ValidationSet]:
     """The configured out-of-distribution set (``validation.ood_dataset``), or None without one.
 
-    ``toy_ood`` is the toy world's (`cpmobius.toy.ood`: its arithmetic in forms the validation set never holds,
-    ``ood_size`` problems, 60 by default); anything else is read as ``validation.dataset`` would be, its first
-    ``ood_size`` problems.
+    A world's set comes from the world (`cpmobius.worlds`; ``toy_ood``, `cpmobius.toy.ood`: the toy arithmetic in
+    forms the validation set never holds, ``ood_size`` problems, 60 by default); anything else is read as
+    ``validation.dataset`` would be, its first ``ood_size`` problems.
 
     Raises:
         ConfigError: naming ``validation.ood_dataset`` when its file is missing or malformed.
     """
     if settings.ood_dataset is None:
         return None
-    if settings.ood_dataset == "toy_ood":
-        from cpmobius.toy.ood import OOD_SIZE, ood_problems
-        from cpmobius.toy.world import player_target
-
-        rows = ood_problems(settings.ood_size or OOD_SIZE, settings.seed)
-        ids = [f"toy-ood-{r.form}{r.depth}-{i}" for i, r in enumerate(rows)]
-        return ValidationSet(
-            "toy_ood", ids, [r.text for r in rows], [r.answer for r in rows], list(map(player_target, rows))
-        )
+    world = world_of(settings.ood_dataset)
+    if world is not None:
+        return ValidationSet(world.name, *world.validation_set(settings.ood_size, settings.seed))
     try:
         return load_validation_set(
             replace(settings, dataset=settings.ood_dataset, size=settings.ood_size, ood_dataset=None)
@@ -84,21 +79,16 @@ def load_ood_set(settings: ValidationSettings) -> Optional[ValidationSet]:
 def load_validation_set(settings: ValidationSettings) -> ValidationSet:
     """The configured validation set.
 
-    ``dataset`` is "toy" (synthetic arithmetic, `cpmobius.toy.world`), a benchmark name found as
+    ``dataset`` is a world (`cpmobius.worlds`: "toy", synthetic arithmetic), a benchmark name found as
     ``{data_dir}/eval/{name}/{name}.jsonl``, or a path to a JSONL file with ``problem`` and
     ``answer`` fields (and optionally ``id``).
 
     Raises:
         ConfigError: naming ``validation.dataset`` when the file is missing or malformed.
     """
-    if settings.dataset == "toy":
-        from cpmobius.toy.world import player_target, validation_problems
-
-        rows = validation_problems(settings.size or 32, settings.seed)
-        ids = [f"toy-{i}" for i in range(len(rows))]
-        return ValidationSet(
-            "toy", ids, [r.text for r in rows], [r.answer for r in rows], list(map(player_target, rows))
-        )
+    world = world_of(settings.dataset)
+    if world is not None:
+        return ValidationSet(world.name, *world.validation_set(settings.size, settings.seed))
     path = Path(settings.dataset).expanduser()
     if not path.suffix == ".jsonl":
         if not settings.data_dir:

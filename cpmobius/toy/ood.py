@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from cpmobius.toy.world import OPERATORS, integer_arithmetic
+from cpmobius.toy.world import OPERATORS, integer_arithmetic, player_target
 
 # (form, depths): the cells of the set, taking turns so that each has the same weight in the accuracy.
 OOD_CELLS = tuple(
@@ -76,3 +76,27 @@ def ood_problems(size: int, seed: int) -> list[OodProblem]:
         answer = str(integer_arithmetic(f"{a} {op} {b}"))
         problems.append(OodProblem(write_in_form(a, op, b, form, depth), answer, form, depth))
     return problems
+
+
+class ToyOodWorld:
+    """The out-of-distribution set as a world (`cpmobius.worlds.World`), named ``toy_ood``: its problems and their
+    correct responses are known token for token, as the toy validation set's are."""
+
+    name = "toy_ood"
+
+    def validation_set(self, size: int | None, seed: int) -> tuple[list[str], list[str], list[str], list[str]]:
+        """``size`` problems (`OOD_SIZE` when None) from ``seed``: ids (form, depth, index), texts, answers and
+        correct responses (`cpmobius.toy.world.player_target`)."""
+        rows = ood_problems(size or OOD_SIZE, seed)
+        ids = [f"toy-ood-{r.form}{r.depth}-{i}" for i, r in enumerate(rows)]
+        return ids, [r.text for r in rows], [r.answer for r in rows], [player_target(r) for r in rows]
+
+    def solve(self, text: str) -> str | None:
+        """Not known for arbitrary text in these forms (only the set's own problems have answers)."""
+        return None
+
+    def difficulty(self, text: str) -> int | None:
+        return None
+
+
+WORLD = ToyOodWorld()

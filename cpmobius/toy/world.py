@@ -334,3 +334,28 @@ def problem_difficulty(text: str) -> Optional[int]:
     if not match or len(match.group(1)) != len(match.group(3)) or len(match.group(1)) >= LEVELS:
         return None
     return len(match.group(1)) if match.group(2)[2] in OPERATORS else None
+
+
+class ToyWorld:
+    """The toy world as the loop sees a world (`cpmobius.worlds.World`): its own validation set, and the true answer
+    and level of every problem text it defines. Real data sets are not worlds: they have answers only for their own
+    problems, none for what a Coach writes."""
+
+    name = "toy"
+    default_size = 32  # validation problems when validation.size is null
+
+    def validation_set(self, size: Optional[int], seed: int) -> tuple[list[str], list[str], list[str], list[str]]:
+        """``size`` problems (`default_size` when None) from ``seed``: their ids, texts, answers and the Player's
+        correct responses token for token (`player_target`)."""
+        rows = validation_problems(size or self.default_size, seed)
+        ids = [f"{self.name}-{i}" for i in range(len(rows))]
+        return ids, [r.text for r in rows], [r.answer for r in rows], [player_target(r) for r in rows]
+
+    def solve(self, text: str) -> Optional[str]:
+        return solve(text)
+
+    def difficulty(self, text: str) -> Optional[int]:
+        return problem_difficulty(text)
+
+
+WORLD = ToyWorld()
