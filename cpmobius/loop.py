@@ -209,7 +209,7 @@ class CoachPlayerLoop:
         total = int(self.cfg.trainer.total_training_steps)
         if not self.try_resume():
             with self.timed("validation"):
-                self.validating_step_0 = True  # the interrupt line names this phase (main.describe_interrupt)
+                self.validating_step_0 = True  # the interrupt line names this phase (interrupts.describe_interrupt)
                 result = self._measure_validation(ood=True)
                 self.validating_step_0 = False
             self.delta.start(result.accuracy, result.accuracy_se)

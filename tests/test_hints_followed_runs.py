@@ -22,6 +22,7 @@ from test_checkpoint_space import FullDiskPolicy
 from test_config_errors import run_cli
 from test_hints_followed import accepted
 
+import cpmobius.interrupts
 import cpmobius.main
 from cpmobius import checkpoint
 from cpmobius.engine.config import ConfigError, build_policy_configs, compose_config
@@ -165,7 +166,7 @@ def followed(line: str, args: list[str]) -> list[str]:
 def test_the_interrupt_line_resumes_from_the_last_checkpoint(tmp_path, mode):
     run, args = run_with_two_checkpoints(tmp_path, mode)
     loop = SimpleNamespace(state=LoopState(step=2), validating_step_0=False)
-    line = cpmobius.main.describe_interrupt(compose_config(args), loop)
+    line = cpmobius.interrupts.describe_interrupt(compose_config(args), loop)
     assert "the last checkpoint is step 2" in line
     assert resumes_from(followed(line, args)) == 2
 

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 from omegaconf import OmegaConf
 
+from cpmobius.interrupts import describe_interrupt
 from cpmobius.loop_state import LoopState
-from cpmobius.main import describe_interrupt
 
 
 @pytest.mark.parametrize(
