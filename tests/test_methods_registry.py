@@ -14,7 +14,7 @@ from cpmobius.engine.config import ConfigError, compose_config
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.methods import Method, get_method, method_names, register
 from cpmobius.methods.base import _REGISTRY
-from cpmobius.methods.fixed_pool import FixedPool, GroupReading
+from cpmobius.methods.fixed_pool import GroupReading, validation_pool
 from cpmobius.settings import load_settings
 from cpmobius.validation import ValidationSet
 
@@ -81,20 +81,10 @@ class Echo(Method):
     has_coach = False
 
     def problem_source(self, loop):
-        return FixedPool(
-            loop.settings,
-            loop.player,
-            loop.player_prompt,
-            loop.val_set.problems,
-            loop.cfg.seed,
-            loop.stages,
-            loop.count_tokens,
-            per_question=loop.settings.player.n,
-            read_group=lambda answers, n, mode: GroupReading(
-                list(range(n)), None, [a is not None for a in answers], 1.0
-            ),
-            share_name="answered",
-        )
+        def read(answers, n, mode):  # every rollout trains; it agrees when it has an answer
+            return GroupReading(list(range(n)), None, [a is not None for a in answers], 1.0)
+
+        return validation_pool(loop, loop.settings.player.n, read, "answered")
 
 
 def test_a_new_method_is_a_registered_class_and_the_loop_runs_its_step_unchanged(tmp_path, monkeypatch):

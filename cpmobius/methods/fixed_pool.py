@@ -21,6 +21,7 @@ from cpmobius.coach import Problem
 from cpmobius.difficulty_filter import AnsweredRollouts, GroupOutcome
 from cpmobius.engine.timing import OpLog
 from cpmobius.loop_state import KeptProblems
+from cpmobius.methods.base import LoopView
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import Settings
@@ -118,3 +119,20 @@ class FixedPool:
     def _metrics(self, kept: KeptProblems) -> dict[str, float]:
         shares = [outcome.pass_rate for outcome in kept.outcomes]
         return {"pool/questions": float(len(kept)), f"pool/{self.share_name}_mean": sum(shares) / len(shares)}
+
+
+def validation_pool(loop: LoopView, per_question: int, read_group: ReadGroup, share_name: str) -> FixedPool:
+    """The pool of the loop's validation questions (what TTRL's and RENT's released runs train on), read as the
+    method reads a group (`FixedPool`'s last three arguments)."""
+    return FixedPool(
+        loop.settings,
+        loop.player,
+        loop.player_prompt,
+        loop.val_set.problems,
+        loop.cfg.seed,
+        loop.stages,
+        loop.count_tokens,
+        per_question,
+        read_group,
+        share_name,
+    )

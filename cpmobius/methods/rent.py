@@ -12,7 +12,7 @@ from cpmobius import run_log
 from cpmobius.baselines.rewards import rent_rewards
 from cpmobius.loop_state import KeptProblems
 from cpmobius.methods.base import LoopView, Method, register
-from cpmobius.methods.fixed_pool import FixedPool, GroupReading
+from cpmobius.methods.fixed_pool import FixedPool, GroupReading, validation_pool
 
 
 def read_rent_group(answers: list[Optional[str]], n: int, mode: str) -> GroupReading:
@@ -30,18 +30,7 @@ class RENT(Method):
     table = run_log.POOL_TABLE_COLUMNS
 
     def problem_source(self, loop: LoopView) -> FixedPool:
-        return FixedPool(
-            loop.settings,
-            loop.player,
-            loop.player_prompt,
-            loop.val_set.problems,
-            loop.cfg.seed,
-            loop.stages,
-            loop.count_tokens,
-            per_question=loop.settings.player.n,
-            read_group=read_rent_group,
-            share_name="boxed_frac",
-        )
+        return validation_pool(loop, loop.settings.player.n, read_rent_group, "boxed_frac")
 
     def player_scores(self, loop: LoopView, kept: KeptProblems, entropies: Any) -> list[float]:
         """Minus each rollout's mean token entropy (``no_box_entropy`` for one without a box); the entropies

@@ -12,7 +12,7 @@ from cpmobius.baselines.rewards import ttrl_rewards, ttrl_vote_then_train
 from cpmobius.engine.config import ConfigError
 from cpmobius.grading import answers_equivalent
 from cpmobius.methods.base import LoopView, Method, register
-from cpmobius.methods.fixed_pool import FixedPool, GroupReading
+from cpmobius.methods.fixed_pool import FixedPool, GroupReading, validation_pool
 from cpmobius.settings import Settings
 
 
@@ -41,15 +41,4 @@ class TTRL(Method):
             )
 
     def problem_source(self, loop: LoopView) -> FixedPool:
-        return FixedPool(
-            loop.settings,
-            loop.player,
-            loop.player_prompt,
-            loop.val_set.problems,
-            loop.cfg.seed,
-            loop.stages,
-            loop.count_tokens,
-            per_question=loop.settings.method.votes,
-            read_group=read_ttrl_group,
-            share_name="label_share",
-        )
+        return validation_pool(loop, loop.settings.method.votes, read_ttrl_group, "label_share")
