@@ -289,10 +289,11 @@ class RZero(Method):
     table = run_log.RZERO_TABLE_COLUMNS
 
     def problem_source(self, loop: LoopView) -> RZeroSchedule:
-        return RZeroSchedule(
+        self.schedule = RZeroSchedule(
             loop.settings, loop.coach, loop.player, loop.player_prompt, loop.cfg.seed, loop.stages, loop.count_tokens
         )
+        return self.schedule
 
     def update_coach(self, loop: LoopView, kept: KeptProblems, delta_t: float) -> dict[str, float]:
         """The Challenger's update on a Challenger step (`RZeroSchedule.update_challenger`); none on a Solver step."""
-        return loop.filter.update_challenger()
+        return self.schedule.update_challenger()
