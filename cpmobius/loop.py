@@ -111,7 +111,7 @@ class CoachPlayerLoop:
     def step(self) -> dict[str, float]:
         """One coach–player iteration; returns its metrics."""
         self._step_mark = self.stages.mark()
-        kept, step_metrics = self.filter.collect(self.state.step + 1)  # coach generation + difficulty filter
+        kept, step_metrics = self.filter.collect(self.state.step + 1)  # the method's problem source
         if kept is None:
             return {**step_metrics, **self._skipped_step()}
         if len(kept):  # R-Zero's Challenger steps keep nothing for the Player (their update is the Coach's)
