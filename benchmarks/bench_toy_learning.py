@@ -35,13 +35,17 @@ Usage:
     python benchmarks/bench_toy_learning.py --seeds 0 1 --variants full no_filter --jobs 1 --out /tmp/bench
     python benchmarks/bench_toy_learning.py --out /tmp/bench --report-only   # the table of finished runs
 
-A finished run folder is not run again (the driver says so and exits), so an interrupted benchmark
-continues where it stopped with the same ``--out``.
+A finished run folder is not run again, so an interrupted benchmark continues where it stopped with the same
+``--out``. A measurement that spans several machines keeps its finished runs in ``--archive DIR`` (one
+``<variant>_seed<s>.jsonl.gz`` of each run's per-step metrics, about 20 KB, small enough to commit): a run found
+there is restored into ``--out`` and not run again, so a fresh machine with an empty ``--out`` goes on where the last
+one stopped (``results/toy_delta_t_steering_2026-12-06/`` is such a folder).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import statistics
@@ -93,9 +97,51 @@ def prepare_seed(seed: int, extra: list[str]) -> None:
     subprocess.run(command, cwd=REPO, check=True)
 
 
-def run_one(out: Path, variant: str, seed: int, extra: list[str]) -> tuple[Path, float]:
-    """One default run of ``variant`` with ``seed`` in ``out/<variant>_seed<seed>``; returns (folder, wall seconds)."""
+def finished_steps(run_dir: Path) -> int:
+    """The last step a run validated after (0 before its first step's validation, or with no metrics)."""
+    return max(series(read_run_metrics(run_dir), "val/accuracy")[0], default=0)
+
+
+def archive_run(run_dir: Path, archive: Path) -> Path:
+    """Write one run's per-step metrics (every launch's files, merged: `read_run_metrics`) to
+    ``archive/<run folder name>.jsonl.gz`` in verl's file-logger rows; returns the file."""
+    archive.mkdir(parents=True, exist_ok=True)
+    target = archive / f"{run_dir.name}.jsonl.gz"
+    rows = "".join(json.dumps({"step": s, "data": m}) + "\n" for s, m in sorted(read_run_metrics(run_dir).items()))
+    partial = target.with_suffix(".part")
+    with gzip.open(partial, "wt", compresslevel=9) as f:
+        f.write(rows)
+    partial.replace(target)  # whole or absent: an archived run is always a finished one
+    return target
+
+
+def restore_run(run_dir: Path, archive: Path) -> bool:
+    """Put an archived run's metrics into an empty ``run_dir`` as its ``metrics.jsonl``; False when the archive has
+    no such run or ``run_dir`` already holds metrics of its own (never overwritten)."""
+    source = archive / f"{run_dir.name}.jsonl.gz"
+    if not source.is_file() or (run_dir / "metrics.jsonl").is_file():
+        return False
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with gzip.open(source, "rt") as f:
+        (run_dir / "metrics.jsonl").write_text(f.read())
+    return True
+
+
+def run_one(
+    out: Path, variant: str, seed: int, extra: list[str], total_steps: int, archive: Optional[Path] = None
+) -> tuple[Path, float]:
+    """One default run of ``variant`` with ``seed`` in ``out/<variant>_seed<seed>``; returns (folder, wall seconds).
+
+    A run whose metrics already reach ``total_steps`` (in ``out``, or restored from ``archive``) is not run again
+    (0 seconds); a finished run is archived when ``archive`` is given.
+    """
     run_dir = out / f"{variant}_seed{seed}"
+    if archive is not None:
+        restore_run(run_dir, archive)
+    if finished_steps(run_dir) >= total_steps:
+        if archive is not None and not (archive / f"{run_dir.name}.jsonl.gz").is_file():
+            archive_run(run_dir, archive)
+        return run_dir, 0.0
     run_dir.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,
@@ -112,6 +158,8 @@ def run_one(out: Path, variant: str, seed: int, extra: list[str]) -> tuple[Path,
     wall_s = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{variant} seed {seed} failed (exit {done.returncode}); see {run_dir / 'bench.log'}")
+    if archive is not None and finished_steps(run_dir) >= total_steps:  # a run stopped short is not a result
+        archive_run(run_dir, archive)
     return run_dir, wall_s
 
 
@@ -328,6 +376,12 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "bench_toy_learning")
     parser.add_argument("--report-only", action="store_true", help="print the table of finished runs, run nothing")
     parser.add_argument(
+        "--archive",
+        type=Path,
+        help="keep each finished run's metrics here (gzipped, small enough to commit) and restore runs found here "
+        "instead of running them again",
+    )
+    parser.add_argument(
         "overrides",
         nargs="*",
         help="Hydra overrides for every run (e.g. trainer.total_training_steps=10), before or after the options",
@@ -339,9 +393,17 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = parser.parse_args([arg for arg in argv if arg not in overrides])
     args.overrides = overrides
 
+    if args.archive is not None:
+        for variant in args.variants:
+            for seed in args.seeds:
+                restore_run(args.out / f"{variant}_seed{seed}", args.archive)
     if not args.report_only:
-        for seed in args.seeds:
-            prepare_seed(seed, args.overrides)
+        from cpmobius.engine.config import compose_config
+
+        total_steps = int(compose_config(args.overrides).trainer.total_training_steps)
+        for seed in args.seeds:  # the models of seeds with runs to do (a finished run needs none)
+            if any(finished_steps(args.out / f"{v}_seed{seed}") < total_steps for v in args.variants):
+                prepare_seed(seed, args.overrides)
         # The full arm first: the constant and noise arms take their value from its finished runs.
         phases = [[v for v in args.variants if v == "full"], [v for v in args.variants if v != "full"]]
         for variants in phases:
@@ -351,8 +413,10 @@ def main(argv: Optional[list[str]] = None) -> None:
                 for seed in args.seeds
             ]
             with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-                for (variant, seed, _), (_, wall_s) in zip(runs, pool.map(lambda r: run_one(args.out, *r), runs)):
-                    print(f"[bench] {variant} seed {seed}: {wall_s:.0f} s", flush=True)
+                finished = pool.map(lambda r: run_one(args.out, *r, total_steps, args.archive), runs)
+                for (variant, seed, _), (_, wall_s) in zip(runs, finished):
+                    done = f"{wall_s:.0f} s" if wall_s else f"finished before ({total_steps} steps), not run again"
+                    print(f"[bench] {variant} seed {seed}: {done}", flush=True)
     results: dict[str, list[dict[str, float]]] = {v: [] for v in args.variants}
     for variant in args.variants:
         for seed in args.seeds:

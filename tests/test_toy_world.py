@@ -8,6 +8,7 @@ import json
 import math
 import random
 import re
+import subprocess
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,7 +44,7 @@ def test_benchmark_passes_overrides_given_anywhere_to_every_run(tmp_path, load_s
     calls = []
     monkeypatch.setattr(bench, "prepare_seed", lambda seed, extra: calls.append(("prepare", seed, extra)))
     monkeypatch.setattr(
-        bench, "run_one", lambda out, variant, seed, extra: calls.append((variant, seed, extra)) or (out, 0.0)
+        bench, "run_one", lambda out, variant, seed, extra, *_: calls.append((variant, seed, extra)) or (out, 0.0)
     )
     bench.main([*argv, "--out", str(tmp_path)])
     assert calls == [("prepare", 7, ["filter.band_low=0.1"]), ("full", 7, ["filter.band_low=0.1"])]
@@ -246,7 +247,7 @@ def test_the_constant_and_noise_arms_take_the_full_arms_delta_t_and_run_after_it
     delta_t = {10: [0.01, 0.03], 11: [0.02, 0.06]}  # mean 0.03; SD sqrt((4 + 0 + 1 + 9) e-4 / 3) = 0.0216025
     calls = []
 
-    def run_one(out, variant, seed, extra):
+    def run_one(out, variant, seed, extra, *_):
         calls.append((variant, seed, extra))
         if variant == "full":
             (out / f"full_seed{seed}").mkdir(parents=True)
@@ -271,6 +272,36 @@ def test_the_constant_and_noise_arms_take_the_full_arms_delta_t_and_run_after_it
     given = ["coach.delta_t_constant=0.5"]
     assert bench.arm_overrides("delta_t_constant", tmp_path, [10, 11], given) == given
     assert bench.arm_overrides("delta_t_shuffled", tmp_path, [10], []) == []
+
+
+def test_a_finished_run_is_archived_and_a_fresh_machine_restores_it_instead_of_running_it(
+    tmp_path, load_script, monkeypatch
+):
+    """A measurement spanning several machines: each finished run's metrics go to the archive, and a run found
+    there is restored into an empty --out and not run again; an unfinished run is neither archived nor skipped."""
+    bench = load_script("benchmarks/bench_toy_learning.py")
+    launched = []
+
+    def fake_driver(command, cwd, stdout, stderr):
+        run_dir = Path(next(a for a in command if a.startswith("trainer.default_local_dir=")).split("=", 1)[1])
+        launched.append(run_dir.name)
+        steps = 3 if "seed=1" in command else 2  # seed 2's run stops short of the 3 steps
+        _write_metrics(run_dir / "metrics.jsonl", _toy_rows(range(0, steps + 1)))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_driver)
+    archive, first, second = tmp_path / "archive", tmp_path / "machine1", tmp_path / "machine2"
+    bench.run_one(first, "full", 1, [], 3, archive)
+    bench.run_one(first, "full", 2, [], 3, archive)
+    assert launched == ["full_seed1", "full_seed2"]
+    assert sorted(p.name for p in archive.iterdir()) == ["full_seed1.jsonl.gz"]  # only the finished one
+    _, wall_s = bench.run_one(second, "full", 1, [], 3, archive)
+    assert wall_s == 0.0 and launched == ["full_seed1", "full_seed2"]  # restored, not run
+    restored, original = (json.dumps(bench.summarize_run(d / "full_seed1")) for d in (second, first))
+    assert restored == original  # NaN (a metric the toy rows lack) is equal to itself in JSON
+    bench.run_one(second, "full", 2, [], 3, archive)
+    assert launched[-1] == "full_seed2"  # not in the archive: run
+    assert not bench.restore_run(second / "full_seed1", archive)  # metrics of its own are never overwritten
 
 
 def test_benchmark_details_give_the_greedy_and_per_level_gains_paired_by_seed(tmp_path, load_script):
