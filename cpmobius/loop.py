@@ -92,7 +92,7 @@ class CoachPlayerLoop:
         # each stage's (stage, start, end) in perf_counter seconds (bench_step_gpu.py attributes operations by them)
         self.stages = OpLog()
         self._step_mark = 0
-        self.method = get_method(settings.method.name)()
+        self.method = get_method(settings.method.name)(settings.method.options)
         self.filter = self.method.problem_source(self)
 
     @property

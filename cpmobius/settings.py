@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Optional
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.engine.config import CONFIG_DIR, ConfigError, validate_run_config
-from cpmobius.engine.config_sections import default, read_section
+from cpmobius.engine.config import CONFIG_DIR, validate_run_config
+from cpmobius.engine.config_sections import default, read_section, require, require_choice
 from cpmobius.prompts import ANSWER_FORMATS
 from cpmobius.worlds import is_world
 
@@ -30,13 +30,8 @@ DELTA_T_SOURCES = ("measured", "constant", "noise", "shuffled")
 SHORTFALL_POLICIES = ("train_on_fewer", "skip_step", "error")
 # filter.label_from: which rollouts may label a group (`cpmobius.difficulty_filter.assign_pseudo_labels`).
 LABEL_SOURCES = ("all", "answered")
-ENTROPY_WINDOWS = ("all", "last_fraction")
 # validation.metric: the accuracy that feeds Δt (`cpmobius.validation.measure_accuracy`).
 VALIDATION_METRICS = ("greedy", "expected")
-# rzero: how a Challenger output is read (`cpmobius.methods.rzero`), and its uncertainty term (the values of
-# `cpmobius.baselines.rewards.RZERO_UNCERTAINTY`, not imported here, to keep config checks light).
-CHALLENGER_FORMATS = ("plain", "tags")
-RZERO_UNCERTAINTIES = ("code", "paper")
 
 # The defaults of every method key live in one place, configs/cpmobius.yaml; the dataclasses below read
 # theirs from it (`default`), so a test or notebook that builds them runs the command line's defaults.
@@ -46,15 +41,6 @@ def method_configs() -> tuple[str, ...]:
     """The methods ``method=`` offers: the files of ``configs/method/`` (one YAML per registered method,
     `cpmobius.methods`; read here, since the methods' own checks import the loop, `cpmobius.methods.check_settings`)."""
     return tuple(sorted(path.stem for path in (CONFIG_DIR / "method").glob("*.yaml")))
-
-
-def _require(condition: bool, key: str, message: str) -> None:
-    if not condition:
-        raise ConfigError(f"{key}: {message}")
-
-
-def _require_choice(value: Any, choices: tuple, key: str) -> None:
-    _require(value in choices, key, f"must be one of {choices}, got {value!r}")
 
 
 @dataclass
@@ -86,21 +72,19 @@ class CoachSettings:
     delta_t_noise_sd: Optional[float] = default("coach.delta_t_noise_sd")
 
     def __post_init__(self) -> None:
-        _require(bool(self.instruction.strip()), "coach.instruction", "must not be empty")
-        _require(self.max_problem_chars > 0, "coach.max_problem_chars", "must be positive")
-        _require(0.0 < self.duplicate_similarity <= 1.0, "coach.duplicate_similarity", "must be in (0, 1]")
-        _require_choice(self.reward, COACH_REWARDS, "coach.reward")
-        _require_choice(self.delta_t_source, DELTA_T_SOURCES, "coach.delta_t_source")
+        require(bool(self.instruction.strip()), "coach.instruction", "must not be empty")
+        require(self.max_problem_chars > 0, "coach.max_problem_chars", "must be positive")
+        require(0.0 < self.duplicate_similarity <= 1.0, "coach.duplicate_similarity", "must be in (0, 1]")
+        require_choice(self.reward, COACH_REWARDS, "coach.reward")
+        require_choice(self.delta_t_source, DELTA_T_SOURCES, "coach.delta_t_source")
         for source, key in (("constant", "delta_t_constant"), ("noise", "delta_t_noise_sd")):
-            _require(
+            require(
                 (self.delta_t_source == source) == (getattr(self, key) is not None),
                 f"coach.{key}",
                 f"set it exactly when coach.delta_t_source={source} (got delta_t_source={self.delta_t_source!r})",
             )
-        _require(
-            self.delta_t_constant != 0.0, "coach.delta_t_constant", "0 never updates the Coach: coach.update=false"
-        )
-        _require(self.delta_t_noise_sd is None or self.delta_t_noise_sd > 0.0, "coach.delta_t_noise_sd", "must be > 0")
+        require(self.delta_t_constant != 0.0, "coach.delta_t_constant", "0 never updates the Coach: coach.update=false")
+        require(self.delta_t_noise_sd is None or self.delta_t_noise_sd > 0.0, "coach.delta_t_noise_sd", "must be > 0")
 
 
 @dataclass
@@ -115,8 +99,8 @@ class RollbackSettings:
     begin_step: int = default("player.rollback.begin_step")
 
     def __post_init__(self) -> None:
-        _require(self.patience >= 1, "player.rollback.patience", "must be >= 1")
-        _require(self.begin_step >= 0, "player.rollback.begin_step", "must be >= 0")
+        require(self.patience >= 1, "player.rollback.patience", "must be >= 1")
+        require(self.begin_step >= 0, "player.rollback.begin_step", "must be >= 0")
 
 
 @dataclass
@@ -144,11 +128,11 @@ class PlayerSettings:
     rollback: Any = None
 
     def __post_init__(self) -> None:
-        _require(self.n >= 2, "player.n", "a group needs at least 2 rollouts")
-        _require_choice(self.answer_format, ANSWER_FORMATS, "player.answer_format")
-        _require_choice(self.vote, VOTES, "player.vote")
-        _require_choice(self.reward, PLAYER_REWARDS, "player.reward")
-        _require(
+        require(self.n >= 2, "player.n", "a group needs at least 2 rollouts")
+        require_choice(self.answer_format, ANSWER_FORMATS, "player.answer_format")
+        require_choice(self.vote, VOTES, "player.vote")
+        require_choice(self.reward, PLAYER_REWARDS, "player.reward")
+        require(
             isinstance(self.random_reward_p, (int, float)) and 0.0 <= self.random_reward_p <= 1.0,
             "player.random_reward_p",
             f"must be a probability in [0, 1], got {self.random_reward_p!r}",
@@ -193,18 +177,18 @@ class FilterSettings:
     label_from: str = default("filter.label_from")
 
     def __post_init__(self) -> None:
-        _require(0.0 <= self.band_low <= 1.0, "filter.band_low", "must be in [0, 1]")
-        _require(0.0 <= self.band_high <= 1.0, "filter.band_high", "must be in [0, 1]")
-        _require(self.band_low <= self.band_high, "filter.band_low", "must not exceed filter.band_high")
-        _require(self.quota >= 1, "filter.quota", "must be >= 1")
-        _require(self.oversample >= 1.0, "filter.oversample", "must be >= 1")
-        _require(self.oversample_max >= self.oversample, "filter.oversample_max", "must be >= filter.oversample")
-        _require(self.adaptive_margin >= 1.0, "filter.adaptive_margin", "must be >= 1")
-        _require(self.coach_reserve >= 0.0, "filter.coach_reserve", "must be >= 0")
-        _require(self.max_attempts >= 1, "filter.max_attempts", "must be >= 1")
-        _require_choice(self.label_from, LABEL_SOURCES, "filter.label_from")
-        _require_choice(self.on_shortfall, SHORTFALL_POLICIES, "filter.on_shortfall")
-        _require(1 <= self.min_kept <= self.quota, "filter.min_kept", "must be in [1, filter.quota]")
+        require(0.0 <= self.band_low <= 1.0, "filter.band_low", "must be in [0, 1]")
+        require(0.0 <= self.band_high <= 1.0, "filter.band_high", "must be in [0, 1]")
+        require(self.band_low <= self.band_high, "filter.band_low", "must not exceed filter.band_high")
+        require(self.quota >= 1, "filter.quota", "must be >= 1")
+        require(self.oversample >= 1.0, "filter.oversample", "must be >= 1")
+        require(self.oversample_max >= self.oversample, "filter.oversample_max", "must be >= filter.oversample")
+        require(self.adaptive_margin >= 1.0, "filter.adaptive_margin", "must be >= 1")
+        require(self.coach_reserve >= 0.0, "filter.coach_reserve", "must be >= 0")
+        require(self.max_attempts >= 1, "filter.max_attempts", "must be >= 1")
+        require_choice(self.label_from, LABEL_SOURCES, "filter.label_from")
+        require_choice(self.on_shortfall, SHORTFALL_POLICIES, "filter.on_shortfall")
+        require(1 <= self.min_kept <= self.quota, "filter.min_kept", "must be in [1, filter.quota]")
 
     def count_band(self, n: int) -> tuple[int, int]:
         """The band as agreeing-rollout counts for a group of n, exact (no float drift at 0.2/0.8)."""
@@ -245,35 +229,35 @@ class ValidationSettings:
     ood_size: Optional[int] = default("validation.ood_size")
 
     def __post_init__(self) -> None:
-        _require(self.samples_per_problem >= 1, "validation.samples_per_problem", "must be >= 1")
-        _require(
+        require(self.samples_per_problem >= 1, "validation.samples_per_problem", "must be >= 1")
+        require(
             not (self.greedy and self.samples_per_problem > 1),
             "validation.samples_per_problem",
             "greedy decoding gives identical samples: use 1, or set validation.greedy=false"
             # the expected accuracy logs a greedy pass beside it: sampling needs the decoded metric too
             + (" validation.metric=greedy" if self.metric == "expected" else ""),
         )
-        _require(self.size is None or self.size >= 1, "validation.size", "must be >= 1 or null")
-        _require_choice(self.metric, VALIDATION_METRICS, "validation.metric")
-        _require(
+        require(self.size is None or self.size >= 1, "validation.size", "must be >= 1 or null")
+        require_choice(self.metric, VALIDATION_METRICS, "validation.metric")
+        require(
             self.metric != "expected" or is_world(self.dataset),
             "validation.metric",
             "expected needs a set whose correct responses are known token for token (validation.dataset=toy), "
             f"got validation.dataset={self.dataset!r} (the toy default measures expected accuracy: add "
             "validation.metric=greedy coach.world_problems_only=false to validate on another set)",
         )
-        _require(
+        require(
             self.metric != "expected" or self.greedy,
             "validation.metric",
             "expected logs the greedy pass beside it (val/accuracy_greedy): set validation.greedy=true",
         )
-        _require(self.temperature is None or self.temperature > 0, "validation.temperature", "must be > 0 or null")
-        _require(
+        require(self.temperature is None or self.temperature > 0, "validation.temperature", "must be > 0 or null")
+        require(
             self.ema_decay is None or 0.0 < self.ema_decay < 1.0, "validation.ema_decay", "must be in (0, 1) or null"
         )
-        _require(self.ood_size is None or self.ood_size >= 1, "validation.ood_size", "must be >= 1 or null")
-        _require(self.ood_dataset != self.dataset, "validation.ood_dataset", "is the validation set itself")
-        _require(
+        require(self.ood_size is None or self.ood_size >= 1, "validation.ood_size", "must be >= 1 or null")
+        require(self.ood_dataset != self.dataset, "validation.ood_dataset", "is the validation set itself")
+        require(
             self.metric != "expected" or self.ood_dataset is None or is_world(self.ood_dataset),
             "validation.ood_dataset",
             f"validation.metric=expected scores it by canonical responses: toy_ood or null, got {self.ood_dataset!r}",
@@ -303,75 +287,33 @@ class WarmupSettings:
     cache_dir: Optional[str] = default("warmup.cache_dir")
 
     def __post_init__(self) -> None:
-        _require(self.epochs >= 1, "warmup.epochs", "must be >= 1")
-        _require(self.max_steps is None or self.max_steps >= 1, "warmup.max_steps", "must be >= 1 or null")
-        _require(self.lr > 0, "warmup.lr", "must be positive")
-        _require(self.batch_size >= 1 and self.micro_batch_size_per_gpu >= 1, "warmup.batch_size", "must be >= 1")
-        _require(
+        require(self.epochs >= 1, "warmup.epochs", "must be >= 1")
+        require(self.max_steps is None or self.max_steps >= 1, "warmup.max_steps", "must be >= 1 or null")
+        require(self.lr > 0, "warmup.lr", "must be positive")
+        require(self.batch_size >= 1 and self.micro_batch_size_per_gpu >= 1, "warmup.batch_size", "must be >= 1")
+        require(
             self.batch_size % self.micro_batch_size_per_gpu == 0,
             "warmup.micro_batch_size_per_gpu",
             "must divide warmup.batch_size",
         )
-        _require(self.max_length >= 16, "warmup.max_length", "must be >= 16 tokens")
+        require(self.max_length >= 16, "warmup.max_length", "must be >= 16 tokens")
 
 
 @dataclass
 class MethodSettings:
-    """Config group ``method``: which algorithm trains the Player (configs/method/, docs/baselines.md)."""
+    """Config group ``method``: which algorithm trains the Player (configs/method/, docs/baselines.md), and that
+    method's own keys as composed (``method.votes``, ...; from ``configs/method_defaults/<name>.yaml``). The method
+    reads them into its own settings class (`cpmobius.methods.base.Method.read_settings`, which checks each key and
+    value); they are not read here, where checking a config must not import the methods and, with them, torch."""
 
     # cpmobius (paper Algorithm 1), a baseline on a fixed pool: ttrl (vote-then-train), rent (entropy), or
     # rzero (Challenger and Solver phases, docs/baselines.md).
     name: str = default("method.name")
-    # ttrl, rent: questions drawn from the pool (the validation set's questions) each step.
-    prompts_per_step: int = default("method.prompts_per_step")
-    # ttrl: rollouts voted per question; the first player.n of them train (released: 64 and 32).
-    votes: int = default("method.votes")
-    # rent: the entropy in nats charged to a response without \boxed{} (released: 7.0).
-    no_box_entropy: float = default("method.no_box_entropy")
-    # rent: average the entropy over all response tokens (released) or the last fraction of them.
-    entropy_window: str = default("method.entropy_window")
-    last_fraction: Optional[float] = default("method.last_fraction")
-    # rzero (cpmobius/methods/rzero.py): Challenger then Solver steps per iteration (released: 5 and 15).
-    challenger_steps: int = default("method.challenger_steps")
-    solver_steps: int = default("method.solver_steps")
-    # rzero: Coach prompts a Challenger step, and candidates per prompt (the GRPO group; released: 512 and 4).
-    challenger_prompts: int = default("method.challenger_prompts")
-    challenger_n: int = default("method.challenger_n")
-    # rzero: "plain" (the whole response, checked as coach.validate says) or "tags" (R-Zero's <question> block).
-    challenger_format: str = default("method.challenger_format")
-    # rzero: Player samples per candidate for the Challenger's majority share p (released: 10).
-    reward_votes: int = default("method.reward_votes")
-    # rzero: the uncertainty term, "code" = min(p, 1 - p) (released) or "paper" = 1 - 2|p - 0.5|.
-    uncertainty: str = default("method.uncertainty")
-    # rzero: questions written for each Solver phase and Player votes on each (released: 8,000 and 9).
-    solver_questions: int = default("method.solver_questions")
-    solver_votes: int = default("method.solver_votes")
-    # rzero: keep a question iff solver_band_low <= majority share <= solver_band_high (released: 0.3, 0.8).
-    solver_band_low: float = default("method.solver_band_low")
-    solver_band_high: float = default("method.solver_band_high")
+    # The method's own keys and values, e.g. {"votes": 64, "prompts_per_step": 8} for ttrl.
+    options: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _require_choice(self.name, method_configs(), "method.name")
-        for key in ("solver_steps", "challenger_prompts", "reward_votes", "solver_questions", "solver_votes"):
-            _require(getattr(self, key) >= 1, f"method.{key}", "must be >= 1")
-        _require(self.challenger_steps >= 0, "method.challenger_steps", "must be >= 0")
-        _require(self.challenger_n >= 2, "method.challenger_n", "a GRPO group needs at least 2 candidates")
-        _require_choice(self.challenger_format, CHALLENGER_FORMATS, "method.challenger_format")
-        _require_choice(self.uncertainty, RZERO_UNCERTAINTIES, "method.uncertainty")
-        for key in ("solver_band_low", "solver_band_high"):
-            _require(0.0 <= getattr(self, key) <= 1.0, f"method.{key}", "must be in [0, 1]")
-        _require(self.solver_band_low <= self.solver_band_high, "method.solver_band_low", "exceeds solver_band_high")
-        _require(self.prompts_per_step >= 1, "method.prompts_per_step", "must be >= 1")
-        _require(self.votes >= 1, "method.votes", "must be >= 1")
-        _require_choice(self.entropy_window, ENTROPY_WINDOWS, "method.entropy_window")
-        _require(
-            (self.entropy_window == "last_fraction") == (self.last_fraction is not None),
-            "method.last_fraction",
-            "set it (in (0, 1]) exactly when method.entropy_window=last_fraction",
-        )
-        _require(
-            self.last_fraction is None or 0.0 < self.last_fraction <= 1.0, "method.last_fraction", "must be in (0, 1]"
-        )
+        require_choice(self.name, method_configs(), "method.name")
 
 
 @dataclass
@@ -384,6 +326,13 @@ class Settings:
     validation: ValidationSettings
     warmup: WarmupSettings
     method: MethodSettings = field(default_factory=MethodSettings)
+
+
+def read_method(cfg: DictConfig) -> MethodSettings:
+    """The ``method`` group: its name, checked, and the method's own keys as they are (`MethodSettings`)."""
+    node = OmegaConf.to_container(cfg.method, resolve=True) if "method" in cfg else {}
+    name = node.pop("name", default("method.name"))
+    return MethodSettings(name=name, options=node)
 
 
 def load_settings(cfg: DictConfig) -> Settings:
@@ -400,16 +349,16 @@ def load_settings(cfg: DictConfig) -> Settings:
         filter=read_section(cfg, "filter", FilterSettings),
         validation=read_section(cfg, "validation", ValidationSettings),
         warmup=read_section(cfg, "warmup", WarmupSettings),
-        method=read_section(cfg, "method", MethodSettings),
+        method=read_method(cfg),
     )
-    _require(
+    require(
         not settings.coach.world_problems_only or is_world(settings.validation.dataset),
         "coach.world_problems_only",
         "needs a world that defines its problems (validation.dataset=toy), "
         f"got validation.dataset={settings.validation.dataset!r}: set coach.world_problems_only=false",
     )
     low, high = settings.filter.count_band(settings.player.n)
-    _require(
+    require(
         low <= high,
         "filter.band_low",
         f"[{settings.filter.band_low}, {settings.filter.band_high}] holds no whole number of agreeing rollouts "

@@ -77,8 +77,8 @@ VALUE_CASES = [
     ("filter.coach_reserve=inf", r"filter\.coach_reserve"),
     ("filter.adaptive_margin=inf", r"filter\.adaptive_margin"),
     ("filter.oversample=inf filter.oversample_max=inf", r"filter\.oversample"),
-    ("method.no_box_entropy=nan", r"method\.no_box_entropy"),
-    ("method.no_box_entropy=-inf", r"method\.no_box_entropy"),
+    ("method=rent method.no_box_entropy=nan", r"method\.no_box_entropy"),
+    ("method=rent method.no_box_entropy=-inf", r"method\.no_box_entropy"),
 ]
 
 
@@ -95,11 +95,12 @@ def test_a_bad_value_is_one_line_naming_its_key_and_exit_2_before_ray(override, 
 @pytest.mark.parametrize(("override", "key"), VALUE_CASES, ids=[case[0] for case in VALUE_CASES])
 def test_a_bad_value_is_refused_naming_its_key(override, key):
     from cpmobius.engine.config import build_policy_configs, compose_config
+    from cpmobius.methods import check_settings
     from cpmobius.settings import load_settings
 
     cfg = compose_config(override.split())
     with pytest.raises(ConfigError, match=rf"^{key}[ :]") as raised:
-        load_settings(cfg)
+        check_settings(load_settings(cfg))  # a method's own keys: its settings class (`cpmobius.methods`)
         build_policy_configs(cfg)
     assert "\n" not in str(raised.value)
 

@@ -84,7 +84,7 @@ class Echo(Method):
         def read(answers, n, mode):  # every rollout trains; it agrees when it has an answer
             return GroupReading(list(range(n)), None, [a is not None for a in answers], 1.0)
 
-        return validation_pool(loop, loop.settings.player.n, read, "answered")
+        return validation_pool(loop, loop.settings.player.n, read, "answered", prompts_per_step=2)
 
 
 def test_a_new_method_is_a_registered_class_and_the_loop_runs_its_step_unchanged(tmp_path, monkeypatch):
@@ -96,7 +96,9 @@ def test_a_new_method_is_a_registered_class_and_the_loop_runs_its_step_unchanged
     overrides = [f"trainer.default_local_dir={tmp_path}", "method=rent", "player.n=2", "validation.metric=greedy"]
     cfg = compose_config(overrides)
     settings = load_settings(cfg)
-    settings.method.name = Echo.name  # a YAML of its own would set this; the registry accepts it
+    # A YAML of its own would set these: the registry accepts the name, and Echo has no keys of its own (RENT's
+    # `method.prompts_per_step`, ..., composed above, would be refused as unknown to it).
+    settings.method.name, settings.method.options = Echo.name, {}
     val_set = ValidationSet("v", ["0", "1"], ["What is 2 + 3?", "What is 1 + 4?"], ["5", "5"])
     loop = CoachPlayerLoop(cfg, settings, None, player, val_set=val_set)
     assert isinstance(loop.method, Echo)

@@ -11,7 +11,7 @@ from stand_ins import ScriptedPolicy
 from cpmobius.engine.config import compose_config
 from cpmobius.engine.timing import OpLog
 from cpmobius.loop import CoachPlayerLoop
-from cpmobius.methods.rzero import CHALLENGER, SOLVER, RZeroSchedule, rzero_phase
+from cpmobius.methods.rzero import CHALLENGER, SOLVER, RZero, RZeroSchedule, rzero_phase
 from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import load_settings
 from cpmobius.validation import ValidationSet
@@ -19,7 +19,8 @@ from cpmobius.validation import ValidationSet
 
 def make_schedule(coach: ScriptedPolicy, player: ScriptedPolicy, *overrides: str) -> RZeroSchedule:
     settings = load_settings(compose_config(["method=rzero", *overrides]))
-    return RZeroSchedule(settings, coach, player, PlayerPrompt(), 0, OpLog(), lambda stage, count: None)
+    options = RZero.read_settings(settings.method.options)
+    return RZeroSchedule(settings, options, coach, player, PlayerPrompt(), 0, OpLog(), lambda stage, count: None)
 
 
 @pytest.mark.parametrize(

@@ -477,8 +477,8 @@ def test_world_problems_only_rejects_text_the_toy_world_cannot_read():
 
 
 def test_world_problems_only_needs_the_toy_world():
-    from cpmobius.engine.config import compose_config
-    from cpmobius.settings import ConfigError, load_settings
+    from cpmobius.engine.config import ConfigError, compose_config
+    from cpmobius.settings import load_settings
 
     assert load_settings(compose_config(["coach.world_problems_only=true"])).coach.world_problems_only
     with pytest.raises(ConfigError, match=r"coach\.world_problems_only"):

@@ -1,6 +1,7 @@
 """The composed config read as typed sections: each method key's default, and one group's keys against a dataclass.
 
-`default` reads a method key's default from ``configs/cpmobius.yaml``, the one place it is written; `read_section`
+`default` reads a method key's default from ``configs/cpmobius.yaml``, the one place it is written (a method's own
+keys: `method_default`, from its ``configs/method_defaults/<method>.yaml``); `read_section`
 turns one group of the composed config (``filter``, ``player``, ...) into its settings dataclass, naming an unknown
 key with the nearest valid one (`cpmobius.engine.known_keys.unknown_key_message`) and checking simple types before
 the dataclass's own range checks run. `cpmobius.settings` holds the dataclasses; nothing here knows the groups.
@@ -14,7 +15,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.engine.config import MAIN_CONFIG, ConfigError
+from cpmobius.engine.config import CONFIG_DIR, MAIN_CONFIG, ConfigError
 from cpmobius.engine.known_keys import unknown_key_message
 
 _ABSENT = object()
@@ -31,6 +32,32 @@ def default(key: str) -> Any:
     if value is _ABSENT:
         raise KeyError(f"{key}: no default in configs/cpmobius.yaml")
     return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+
+
+def method_default(method: str, key: str) -> Any:
+    """The default of method ``method``'s own key ``key`` (e.g. ``("ttrl", "votes")``): its value in
+    ``configs/method_defaults/<method>.yaml``, the method's defaults file, which its settings class reads.
+
+    Raises:
+        KeyError: the file or the key is missing (every key of a method's settings class must be there).
+    """
+    path = CONFIG_DIR / "method_defaults" / f"{method}.yaml"
+    node = OmegaConf.load(path) if path.is_file() else OmegaConf.create()
+    value = OmegaConf.select(node, f"method.{key}", default=_ABSENT)
+    if value is _ABSENT:
+        raise KeyError(f"method.{key}: no default in configs/method_defaults/{method}.yaml")
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+
+
+def require(condition: bool, key: str, message: str) -> None:
+    """Raise ``ConfigError("<key>: <message>")`` unless ``condition``."""
+    if not condition:
+        raise ConfigError(f"{key}: {message}")
+
+
+def require_choice(value: Any, choices: tuple, key: str) -> None:
+    """Raise a `ConfigError` naming ``key`` unless ``value`` is one of ``choices``."""
+    require(value in choices, key, f"must be one of {choices}, got {value!r}")
 
 
 def check_type(key: str, annotation: str, value: Any) -> None:
@@ -56,8 +83,19 @@ def read_section(cfg: DictConfig, key: str, cls: type, nested: Optional[dict[str
         ConfigError: naming the first unknown key or the first value of the wrong type.
     """
     node = OmegaConf.to_container(cfg[key], resolve=True) if key in cfg else {}
-    known = {f.name: f for f in fields(cls)}
     node.pop("verl", None)
+    return read_fields(key, node, cls, nested)
+
+
+def read_fields(key: str, node: dict, cls: type, nested: Optional[dict[str, type]] = None) -> Any:
+    """``cls(**node)`` for the keys of group ``key`` as a plain dict (`read_section`; a method's own keys,
+    `cpmobius.methods.base.Method.read_settings`), each checked against ``cls``'s fields and simple types first.
+
+    Raises:
+        ConfigError: naming the first unknown key (with the nearest known one) or the first value of the wrong type.
+    """
+    node = dict(node)
+    known = {f.name: f for f in fields(cls)}
     unknown = sorted(set(node) - set(known))
     if unknown:
         raise ConfigError(unknown_key_message(f"{key}.{unknown[0]}", [key, unknown[0]], 1, sorted(known)))

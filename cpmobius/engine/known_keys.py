@@ -30,12 +30,18 @@ FREE_FORM_NAMES = ("override_config", "custom", "sync")
 FREE_FORM_SUFFIXES = ("kwargs", "kw_args")
 
 
+# Groups whose option follows another group's choice in configs/cpmobius.yaml's defaults list (a method's own keys,
+# `method_defaults: ${method}`): not a choice of their own, so never offered.
+FOLLOWING_GROUPS = ("method_defaults",)
+
+
 def config_groups() -> dict[str, list[str]]:
-    """The project's config groups and their options, read from `CONFIG_DIR` (``{"backend": ["cpu", ...]}``)."""
+    """The project's config groups a command line chooses and their options, read from `CONFIG_DIR`
+    (``{"backend": ["cpu", ...]}``; `FOLLOWING_GROUPS` left out)."""
     return {
         group.name: sorted(path.stem for path in group.glob("*.yaml"))
         for group in sorted(CONFIG_DIR.iterdir())
-        if group.is_dir()
+        if group.is_dir() and group.name not in FOLLOWING_GROUPS
     }
 
 

@@ -70,7 +70,8 @@ def table_columns(
 
 def check_settings(settings: Settings) -> Settings:
     """The checks across config sections that depend on the method (after `cpmobius.settings.load_settings`,
-    which checks each section and that ``method.name`` has a YAML): the method's own (`Method.check`), no warm-up
+    which checks each section and that ``method.name`` has a YAML): the method's own keys (`Method.read_settings`)
+    and checks (`Method.check`), no warm-up
     for a method without a Coach, and the ``coach.delta_t_source`` ablations only where the Coach's reward
     carries Δt. Returns ``settings``.
 
@@ -78,6 +79,7 @@ def check_settings(settings: Settings) -> Settings:
         ConfigError: naming the key to change.
     """
     method = get_method(settings.method.name)
+    method.read_settings(settings.method.options)
     method.check(settings)
     if not method.has_coach and settings.warmup.enabled:
         raise ConfigError(

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Protocol
 
 from cpmobius import run_log
+from cpmobius.engine.config import ConfigError
+from cpmobius.engine.config_sections import read_fields
 from cpmobius.engine.timing import OpLog
 from cpmobius.loop_state import KeptProblems, LoopState
 from cpmobius.policy_api import TrainedPolicy
@@ -50,8 +52,13 @@ class LoopView(Protocol):
 class Method:
     """One training method, as the loop sees it. Subclasses set the class attributes and override what differs.
 
+    A method's own keys (``method.votes``, ...) are its settings class (``settings_class``, a dataclass whose fields
+    read their defaults from ``configs/method_defaults/<name>.yaml``); an instance holds them as ``self.settings``.
+
     Attributes:
         name: ``method.name`` (and ``configs/method/<name>.yaml``).
+        settings_class: the dataclass of the method's own keys; None for a method with none (CPMöbius, whose knobs
+            are the coach, filter and player groups).
         has_coach: a Coach policy is started, trained and checkpointed (False: the Player trains alone).
         coach_reward_has_delta_t: the Coach's reward multiplies the Player's Δt, so the ``coach.delta_t_source``
             ablations apply.
@@ -64,10 +71,30 @@ class Method:
     coach_reward_has_delta_t: ClassVar[bool] = False
     writes_problem_archive: ClassVar[bool] = False
     table: ClassVar[tuple] = run_log.TABLE_COLUMNS
+    settings_class: ClassVar[Optional[type]] = None
+
+    def __init__(self, options: Optional[dict] = None) -> None:
+        self.settings = self.read_settings(options or {})
+
+    @classmethod
+    def read_settings(cls, options: dict) -> Any:
+        """The method's own keys (``method.<key>`` of the composed config, name left out) as its settings class,
+        defaults filled in; None for a method without one.
+
+        Raises:
+            ConfigError: naming an unknown key (with the nearest of the method's keys), a value of the wrong type,
+                or one the settings class refuses.
+        """
+        if cls.settings_class is None:
+            if options:
+                raise ConfigError(f"method.{sorted(options)[0]}: method={cls.name} has no keys of its own")
+            return None
+        return read_fields("method", options, cls.settings_class)
 
     @classmethod
     def check(cls, settings: Settings) -> None:
-        """Checks across config sections this method needs (raise `cpmobius.engine.config.ConfigError`)."""
+        """Checks across config sections this method needs (raise `cpmobius.engine.config.ConfigError`); its own
+        keys have passed `read_settings` by then."""
 
     @classmethod
     def table_columns(cls, greedy_beside: bool = False, levels: bool = False) -> list[tuple]:

@@ -46,7 +46,7 @@ class FixedPool:
     """The step's questions from a fixed pool and their Player rollouts (TTRL, RENT).
 
     Args:
-        settings: validated settings (``method``, ``player.n``, ``player.vote``).
+        settings: validated settings (``player.n``, ``player.vote``).
         player: the Player `Policy`.
         prompt: the Player's prompt (`cpmobius.prompts.PlayerPrompt`).
         questions: the pool's question texts (P ≥ 1).
@@ -57,6 +57,7 @@ class FixedPool:
         per_question: rollouts sampled a question (TTRL: ``method.votes``; RENT: ``player.n``).
         read_group: the method's reading of a question's rollouts (`GroupReading`).
         share_name: the logged share's name, ``pool/<share_name>_mean``.
+        prompts_per_step: questions drawn a step (the method's ``method.prompts_per_step``).
 
     Raises:
         ValueError: an empty pool.
@@ -74,11 +75,13 @@ class FixedPool:
         per_question: int,
         read_group: ReadGroup,
         share_name: str,
+        prompts_per_step: int,
     ):
         if not questions:
             raise ValueError("the question pool is empty (validation set with no problems)")
         self.settings, self.questions, self.seed = settings, list(questions), seed
         self.per_question, self.read_group, self.share_name = per_question, read_group, share_name
+        self.prompts_per_step = prompts_per_step
         self.roll_out = AnsweredRollouts(player, prompt, settings.player.vote, stages, count_tokens)
 
     def state_dict(self) -> dict[str, int]:
@@ -92,7 +95,7 @@ class FixedPool:
         """Pool indices of step ``step``'s questions: ``method.prompts_per_step`` distinct ones (all when the
         pool is smaller), in a random order that depends only on the seed and the step (RENT's released
         loader: a random 80 of 83 each epoch-step)."""
-        count = min(self.settings.method.prompts_per_step, len(self.questions))
+        count = min(self.prompts_per_step, len(self.questions))
         return random.Random(f"fixed-pool:{self.seed}:{step}").sample(range(len(self.questions)), count)
 
     def collect(self, step: int) -> tuple[KeptProblems, dict[str, float]]:
@@ -121,9 +124,11 @@ class FixedPool:
         return {"pool/questions": float(len(kept)), f"pool/{self.share_name}_mean": sum(shares) / len(shares)}
 
 
-def validation_pool(loop: LoopView, per_question: int, read_group: ReadGroup, share_name: str) -> FixedPool:
+def validation_pool(
+    loop: LoopView, per_question: int, read_group: ReadGroup, share_name: str, prompts_per_step: int
+) -> FixedPool:
     """The pool of the loop's validation questions (what TTRL's and RENT's released runs train on), read as the
-    method reads a group (`FixedPool`'s last three arguments)."""
+    method reads a group, ``prompts_per_step`` a step (`FixedPool`'s last four arguments)."""
     return FixedPool(
         loop.settings,
         loop.player,
@@ -135,4 +140,5 @@ def validation_pool(loop: LoopView, per_question: int, read_group: ReadGroup, sh
         per_question,
         read_group,
         share_name,
+        prompts_per_step,
     )

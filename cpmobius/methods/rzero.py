@@ -34,10 +34,12 @@ optimizer step per step for either policy.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from cpmobius import metrics, run_log
 from cpmobius.baselines.rewards import (
+    RZERO_UNCERTAINTY,
     rzero_challenger_rewards,
     rzero_gradable,
     rzero_keep,
@@ -46,6 +48,7 @@ from cpmobius.baselines.rewards import (
 )
 from cpmobius.coach import Problem, read_problem
 from cpmobius.difficulty_filter import AnsweredRollouts, GroupOutcome
+from cpmobius.engine.config_sections import method_default, require, require_choice
 from cpmobius.engine.timing import OpLog
 from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems
@@ -72,6 +75,54 @@ CHALLENGER_USER = (
     "Generate one new, challenging reasoning question now. Remember to format the output exactly as instructed."
 )
 CHALLENGER, SOLVER = "challenger", "solver"
+# How a Challenger output is read: the whole response (checked as CPMöbius's Coach output is) or R-Zero's tags.
+CHALLENGER_FORMATS = ("plain", "tags")
+
+
+def _default(key: str) -> object:
+    """R-Zero's default for its key ``key`` (`method_default`)."""
+    return method_default("rzero", key)
+
+
+@dataclass(frozen=True)
+class RZeroSettings:
+    """R-Zero's own keys (``method.<key>``; defaults: configs/method_defaults/rzero.yaml, toy-sized where the
+    released run's are too large for the toy world; configs/experiment/rzero_qwen_1p5b.yaml sets the released ones).
+    """
+
+    # Solver questions drawn a step from the phase's kept set.
+    prompts_per_step: int = _default("prompts_per_step")
+    # Challenger then Solver steps per iteration (released: 5 and 15).
+    challenger_steps: int = _default("challenger_steps")
+    solver_steps: int = _default("solver_steps")
+    # Coach prompts a Challenger step, and candidates per prompt (the GRPO group; released: 512 and 4).
+    challenger_prompts: int = _default("challenger_prompts")
+    challenger_n: int = _default("challenger_n")
+    # "plain" (the whole response, checked as coach.validate says) or "tags" (R-Zero's <question> block).
+    challenger_format: str = _default("challenger_format")
+    # Player samples per candidate for the Challenger's majority share p (released: 10).
+    reward_votes: int = _default("reward_votes")
+    # The uncertainty term, "code" = min(p, 1 - p) (released) or "paper" = 1 - 2|p - 0.5|.
+    uncertainty: str = _default("uncertainty")
+    # Questions written for each Solver phase and Player votes on each (released: 8,000 and 9).
+    solver_questions: int = _default("solver_questions")
+    solver_votes: int = _default("solver_votes")
+    # Keep a question iff solver_band_low <= majority share <= solver_band_high (released: 0.3, 0.8).
+    solver_band_low: float = _default("solver_band_low")
+    solver_band_high: float = _default("solver_band_high")
+
+    def __post_init__(self) -> None:
+        for key in (
+            "prompts_per_step", "solver_steps", "challenger_prompts", "reward_votes", "solver_questions", "solver_votes"
+        ):  # fmt: skip
+            require(getattr(self, key) >= 1, f"method.{key}", "must be >= 1")
+        require(self.challenger_steps >= 0, "method.challenger_steps", "must be >= 0")
+        require(self.challenger_n >= 2, "method.challenger_n", "a GRPO group needs at least 2 candidates")
+        require_choice(self.challenger_format, CHALLENGER_FORMATS, "method.challenger_format")
+        require_choice(self.uncertainty, RZERO_UNCERTAINTY, "method.uncertainty")
+        for key in ("solver_band_low", "solver_band_high"):
+            require(0.0 <= getattr(self, key) <= 1.0, f"method.{key}", "must be in [0, 1]")
+        require(self.solver_band_low <= self.solver_band_high, "method.solver_band_low", "exceeds solver_band_high")
 
 
 def rzero_phase(step: int, challenger_steps: int, solver_steps: int) -> tuple[str, int, int]:
@@ -103,7 +154,8 @@ class RZeroSchedule:
     """R-Zero's two phases, one loop step at a time (module docstring).
 
     Args:
-        settings: validated settings (``method``, ``coach``, ``player.n``, ``player.vote``).
+        settings: validated settings (``coach``, ``player.n``, ``player.vote``).
+        options: R-Zero's own keys (`RZeroSettings`).
         coach: the Coach `Policy` (the Challenger).
         player: the Player `Policy` (the Solver).
         prompt: the Player's prompt (`cpmobius.prompts.PlayerPrompt`).
@@ -116,6 +168,7 @@ class RZeroSchedule:
     def __init__(
         self,
         settings: Settings,
+        options: RZeroSettings,
         coach: TrainedPolicy,
         player: TrainedPolicy,
         prompt: PlayerPrompt,
@@ -125,7 +178,7 @@ class RZeroSchedule:
     ):
         if coach is None:
             raise ValueError("RZeroSchedule needs a Coach (the Challenger)")
-        self.settings, self.coach, self.player, self.prompt = settings, coach, player, prompt
+        self.settings, self.options, self.coach, self.player, self.prompt = settings, options, coach, player, prompt
         self.seed, self.stages, self.count_tokens = seed, stages, count_tokens
         self.roll_out = AnsweredRollouts(player, prompt, settings.player.vote, stages, count_tokens)
         # The current Solver phase's training set: its iteration (0: none yet), questions and labels.
@@ -144,7 +197,7 @@ class RZeroSchedule:
         """Run step ``step``'s phase. A Challenger step scores the Coach's questions (its update is
         `update_challenger`) and returns no problems; a Solver step returns the drawn questions and their Player
         rollouts (K·``player.n`` rows, groups contiguous)."""
-        ms = self.settings.method
+        ms = self.options
         phase, iteration, _ = rzero_phase(step, ms.challenger_steps, ms.solver_steps)
         common = {"rzero/phase": float(phase == SOLVER), "rzero/iteration": float(iteration)}
         if phase == CHALLENGER:
@@ -159,7 +212,7 @@ class RZeroSchedule:
 
     def score_challenger(self) -> dict[str, float]:
         """A Challenger step's first half: candidates → Player votes → R-Zero's reward, held for the update."""
-        ms = self.settings.method
+        ms = self.options
         batch, questions = self.write_questions(ms.challenger_prompts, ms.challenger_n)
         votes = self.vote(questions, ms.reward_votes, "all_samples")
         shares = [None if vote is None else vote[1] for vote in votes]
@@ -192,7 +245,7 @@ class RZeroSchedule:
 
     def coach_prompt(self) -> Messages:
         """The Coach's prompt: R-Zero's system and user turns (``tags``), or ``coach.instruction`` (``plain``)."""
-        if self.settings.method.challenger_format == "tags":
+        if self.options.challenger_format == "tags":
             return [{"role": "system", "content": CHALLENGER_SYSTEM}, {"role": "user", "content": CHALLENGER_USER}]
         return coach_prompt(self.settings.coach.instruction)
 
@@ -217,7 +270,7 @@ class RZeroSchedule:
         ``plain``: `cpmobius.coach.read_problem` with ``coach.validate``. # CPMöbius: for a Coach that never saw
         R-Zero's prompt (the toy Coach), the whole response is the question, rejected as CPMöbius rejects one.
         """
-        if self.settings.method.challenger_format == "tags":
+        if self.options.challenger_format == "tags":
             return rzero_parse_question(text)
         problem = read_problem(text, truncated, self.settings.coach)
         return problem.text if problem.valid else None
@@ -242,7 +295,7 @@ class RZeroSchedule:
 
     def build_solver_set(self, iteration: int) -> dict[str, float]:
         """The Solver phase's training set: questions written by the Coach, voted by the Player, kept in the band."""
-        ms = self.settings.method
+        ms = self.options
         _, questions = self.write_questions(ms.solver_questions, 1)
         votes = self.vote(questions, ms.solver_votes, "nonempty")
         band = (ms.solver_band_low, ms.solver_band_high)
@@ -261,7 +314,7 @@ class RZeroSchedule:
         """Indices into the phase's set of step ``step``'s questions: ``method.prompts_per_step`` distinct
         ones (all when fewer), in an order that depends only on the seed and the step."""
         size = len(self.pool["questions"])
-        count = min(self.settings.method.prompts_per_step, size)
+        count = min(self.options.prompts_per_step, size)
         return random.Random(f"rzero:{self.seed}:{step}").sample(range(size), count)
 
     def roll_out_solver(self, step: int) -> tuple[KeptProblems, dict[str, float]]:
@@ -287,10 +340,18 @@ class RZero(Method):
 
     name = "rzero"
     table = run_log.RZERO_TABLE_COLUMNS
+    settings_class = RZeroSettings
 
     def problem_source(self, loop: LoopView) -> RZeroSchedule:
         self.schedule = RZeroSchedule(
-            loop.settings, loop.coach, loop.player, loop.player_prompt, loop.cfg.seed, loop.stages, loop.count_tokens
+            loop.settings,
+            self.settings,
+            loop.coach,
+            loop.player,
+            loop.player_prompt,
+            loop.cfg.seed,
+            loop.stages,
+            loop.count_tokens,
         )
         return self.schedule
 

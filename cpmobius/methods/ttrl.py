@@ -5,15 +5,31 @@ answers is the label; the first ``player.n`` rollouts train, with reward 1 for a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from cpmobius import run_log
 from cpmobius.baselines.rewards import ttrl_rewards, ttrl_vote_then_train
 from cpmobius.engine.config import ConfigError
+from cpmobius.engine.config_sections import method_default, require
 from cpmobius.grading import answers_equivalent
 from cpmobius.methods.base import LoopView, Method, register
 from cpmobius.methods.fixed_pool import FixedPool, GroupReading, validation_pool
 from cpmobius.settings import Settings
+
+
+@dataclass(frozen=True)
+class TTRLSettings:
+    """TTRL's own keys (``method.<key>``; defaults: configs/method_defaults/ttrl.yaml, the released run's values)."""
+
+    # Questions drawn from the pool (the validation set's questions) a step (released: 8).
+    prompts_per_step: int = method_default("ttrl", "prompts_per_step")
+    # Rollouts sampled and voted per question; the first player.n of them train (released: 64 and 32).
+    votes: int = method_default("ttrl", "votes")
+
+    def __post_init__(self) -> None:
+        require(self.prompts_per_step >= 1, "method.prompts_per_step", "must be >= 1")
+        require(self.votes >= 1, "method.votes", "must be >= 1")
 
 
 def read_ttrl_group(answers: list[Optional[str]], n: int, mode: str) -> GroupReading:
@@ -31,14 +47,17 @@ class TTRL(Method):
     name = "ttrl"
     has_coach = False
     table = run_log.POOL_TABLE_COLUMNS
+    settings_class = TTRLSettings
 
     @classmethod
     def check(cls, settings: Settings) -> None:
-        if settings.player.n > settings.method.votes:
+        votes = cls.read_settings(settings.method.options).votes
+        if settings.player.n > votes:
             raise ConfigError(
-                f"player.n: ttrl trains the first player.n of each question's method.votes={settings.method.votes} "
+                f"player.n: ttrl trains the first player.n of each question's method.votes={votes} "
                 f"rollouts: got player.n={settings.player.n}"
             )
 
     def problem_source(self, loop: LoopView) -> FixedPool:
-        return validation_pool(loop, loop.settings.method.votes, read_ttrl_group, "label_share")
+        own = self.settings
+        return validation_pool(loop, own.votes, read_ttrl_group, "label_share", own.prompts_per_step)
