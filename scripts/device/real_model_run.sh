@@ -29,6 +29,8 @@
 # The real-model yardstick (docs/gpu.md, "A real-model yardstick"): `yardstick_start` in place of `start`,
 # with ARM=cpmobius|random|frozen (the method; the same schedule with random Player rewards; the Coach frozen)
 # and SEED; 20 steps of a short shape, then base and trained on MATH-500 (500, greedy) and AMC (avg@8), paired.
+# BASE_FROM=results/yardstick_<arm>_seed<k>_<date> pairs the trained model with that folder's base responses
+# (eval/<set>/base/completions.jsonl.gz, same read-outs) instead of generating the base model's again.
 #
 # The GPU step benchmark (benchmarks/bench_step_gpu.py) goes through the same burst with
 # `bench_start` (MODEL=qwen2.5-coder-1.5b; BENCH_ARGS: the benchmark's options), `bench_poll [SECONDS]`
@@ -204,7 +206,16 @@ pipeline)  # started by `start`; not meant to be called by hand
     grep -h "checkpoints: \|not enough disk" $WORK/train.log >> $WORK/space.txt
   fi
   echo "loop: exit $rc in $(( $(date +%s) - t )) s"
-  setsid nohup bash "$0" base_eval > $WORK/eval_base.log 2>&1 < /dev/null &
+  if [ -n "${BASE_FROM:-}" ]; then
+    # The base model's responses of an earlier run with the same read-outs (a results folder of this repository):
+    # the base is one fixed measurement that every arm and seed is paired against, so it is not generated again.
+    while IFS='|' read -r name _; do
+      mkdir -p $WORK/eval_${name}_base && cp -r "$BASE_FROM/eval/$name/base" $WORK/eval_${name}_base/
+    done < <(eval_sets)
+    echo "base: the responses in $BASE_FROM/eval/*/base" > $WORK/eval_base.log
+  else
+    setsid nohup bash "$0" base_eval > $WORK/eval_base.log 2>&1 < /dev/null &
+  fi
   step=$(cat $WORK/run/latest_checkpointed_iteration.txt 2>/dev/null)
   [ -n "$step" ] || { echo "no Player checkpoint to evaluate"; exit 1; }
   t=$(date +%s)
