@@ -240,6 +240,10 @@ yardstick_start)  # the real-model yardstick: ARM=cpmobius|random|frozen, SEED (
 filter.quota=8 player.n=8 data.max_response_length=1024 player.verl.actor.optim.lr=1e-5 \
 validation.samples_per_problem=4 trainer.save_freq=$STEPS actor_rollout_ref.actor.checkpoint.save_contents=[model,extra] \
 $arm ${RUN_ARGS:-}"
+  if [ -n "${BASE_FROM:-}" ]; then  # copied now: the tree of a later call may be another copy
+    [ -d "$BASE_FROM/eval" ] || { echo "BASE_FROM=$BASE_FROM has no eval/ folder"; exit 2; }
+    mkdir -p $WORK/base_from && cp -r "$BASE_FROM/eval" $WORK/base_from/ && export BASE_FROM=$WORK/base_from
+  fi
   echo "yardstick: arm ${ARM:-cpmobius}, seed ${SEED:-1}, $STEPS steps: $RUN_ARGS"
   exec bash "$0" start ;;
 
