@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from cpmobius.engine.timing import OpLog
+from cpmobius.clock import OpLog
 from cpmobius.grading import extract_answer, majority_vote
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt

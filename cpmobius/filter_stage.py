@@ -23,9 +23,9 @@ from typing import Callable, Optional
 from verl import DataProto
 
 from cpmobius import metrics
+from cpmobius.clock import OpLog
 from cpmobius.coach import Problem, propose_problems, reject_off_world, reject_unfit_prompts
 from cpmobius.difficulty_filter import GroupOutcome, candidates_per_attempt, roll_out_and_filter
-from cpmobius.engine.timing import OpLog
 from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems, QuotaNotMetError
 from cpmobius.policy_api import TrainedPolicy

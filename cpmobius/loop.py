@@ -16,7 +16,8 @@ from typing import Any, ContextManager
 from omegaconf import OmegaConf
 
 from cpmobius import checkpoint, metrics
-from cpmobius.engine.timing import OpLog, op_marks, op_metrics
+from cpmobius.clock import OpLog
+from cpmobius.engine.timing import op_marks, op_metrics
 from cpmobius.loop_state import KeptProblems, LoopState
 from cpmobius.methods import check_settings, get_method
 from cpmobius.policy_api import TrainedPolicy, train_policy

@@ -25,7 +25,8 @@ ROOM_IMPORTS = {
     "grading": {"jsonl"},  # its CLI reads JSON lines with cpmobius.jsonl
     "toy": {"cpu_kernels"},  # cpu_kernels: a leaf (standard library only), the CPU run's kernel settings
     "eval": {"grading", "jsonl", "prompts"},
-    "engine": {"prompts", "cpu_kernels", "error_text"},  # error_text: a leaf, the one line quoting an error
+    # error_text: a leaf, the one line quoting an error; clock: a leaf, the stage clock the policies time their ops on
+    "engine": {"prompts", "cpu_kernels", "error_text", "clock"},
     "warmup": {"engine", "coach", "prompts", "settings", "jsonl", "cpu_kernels"},
     "models": set(),
     "baselines": set(),  # the baselines' rewards: numpy, torch, nltk, scikit-learn only

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from stand_ins import ScriptedPolicy
 
+from cpmobius.clock import OpLog
 from cpmobius.engine.config import compose_config
-from cpmobius.engine.timing import OpLog
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.methods.rzero import CHALLENGER, SOLVER, RZero, RZeroSchedule, rzero_phase
 from cpmobius.prompts import PlayerPrompt

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from cpmobius.engine.timing import OpLog, split_step
+from cpmobius.clock import OpLog
+from cpmobius.engine.timing import split_step
 
 
 def test_op_log_sums_each_operation_after_a_mark_and_records_failures():

@@ -23,8 +23,8 @@ Engine objects (worker groups, `DataProto`, rollout servers) appear only here; t
 see token tensors and plain dicts.
 
 What it may import of cpmobius: itself, `cpmobius.prompts` (the chat-prompt type), `cpmobius.cpu_kernels`
-(a leaf: the portable CPU kernels every process of a CPU run gets) and `cpmobius.error_text` (a leaf: the one
-line quoting an error), nothing of
+(a leaf: the portable CPU kernels every process of a CPU run gets), `cpmobius.error_text` (a leaf: the one
+line quoting an error) and `cpmobius.clock` (a leaf: the stage clock each policy times its operations on), nothing of
 the method's stages (`loop`, `coach`, `settings`, ...), nor `eval`, `warmup`, `toy` or `grading`.
 This ``__init__`` imports nothing: ``import cpmobius.engine.config`` or ``.stop_tokens`` must not
 load verl, Ray or torch.

@@ -23,10 +23,10 @@ import ray
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from cpmobius.clock import OpLog
 from cpmobius.engine.agent_loop import GREEDY_KEY
 from cpmobius.engine.batches import pad_rows, prompt_batch, row_divisor, sampling_used, scalar, worker_input
 from cpmobius.engine.prompt_tokens import PromptTokens
-from cpmobius.engine.timing import OpLog
 from cpmobius.engine.varlen_attention import write_standard_attention
 from cpmobius.prompts import Messages
 

@@ -1,8 +1,8 @@
 """Wall-clock intervals of a policy's engine-side operations, for per-stage and overhead accounting.
 
-Every `cpmobius.engine.policy.Policy` keeps one `OpLog`. The loop reads the seconds each operation
-took during a step (``timing_s/ops/<policy>/<op>``), and `benchmarks/bench_step_gpu.py` splits a step
-into generation, model compute (log-probs and updates) and overhead (engine switches and weight syncs,
+Every `cpmobius.engine.policy.Policy` keeps one `OpLog` (`cpmobius.clock`, the stage clock). The loop reads the
+seconds each operation took during a step (``timing_s/ops/<policy>/<op>``), and `benchmarks/bench_step_gpu.py`
+splits a step into generation, model compute (log-probs and updates) and overhead (engine switches and weight syncs,
 grading, data movement, Python), and attributes GPU-memory samples to operations by their intervals.
 
 Operations (names used in the metrics):
@@ -15,50 +15,13 @@ Operations (names used in the metrics):
 
 from __future__ import annotations
 
-import time
-from collections import defaultdict
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
+
+from cpmobius.clock import OpLog
 
 GENERATION_OPS = ("generate",)
 COMPUTE_OPS = ("log_prob", "ref_log_prob", "update")
 SWITCH_OPS = ("wake", "sleep")
-
-
-@dataclass
-class OpLog:
-    """Intervals ``(op, start, end)`` in `time.perf_counter` seconds, in the order they ended.
-
-    Nested intervals are kept as they are (a ``wake`` contains the other policy's ``sleep`` only when
-    that sleep was not timed on its own: `Policy.activate` puts the other engine to sleep untimed).
-    """
-
-    intervals: list[tuple[str, float, float]] = field(default_factory=list)
-
-    @contextmanager
-    def timed(self, op: str) -> Iterator[None]:
-        """Record the wall-clock interval of the ``with`` body as ``op``, also when it raises."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.intervals.append((op, start, time.perf_counter()))
-
-    def add(self, op: str, start: float) -> None:
-        """Record ``op`` as the interval from ``start`` (a `time.perf_counter` reading) to now."""
-        self.intervals.append((op, start, time.perf_counter()))
-
-    def mark(self) -> int:
-        """A position to pass to `seconds_since` (the number of intervals so far)."""
-        return len(self.intervals)
-
-    def seconds_since(self, mark: int = 0) -> dict[str, float]:
-        """Seconds per operation over the intervals recorded after ``mark``; ``{op: seconds}``."""
-        totals: dict[str, float] = defaultdict(float)
-        for op, start, end in self.intervals[mark:]:
-            totals[op] += end - start
-        return dict(totals)
 
 
 def op_marks(policies: dict[str, Any]) -> dict[str, int]:

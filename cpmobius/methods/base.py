@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Protocol
 
 from cpmobius import run_log
+from cpmobius.clock import OpLog
 from cpmobius.engine.config import ConfigError
 from cpmobius.engine.config_sections import read_fields
-from cpmobius.engine.timing import OpLog
 from cpmobius.loop_state import KeptProblems, LoopState
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt

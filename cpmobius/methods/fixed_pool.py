@@ -17,9 +17,9 @@ from __future__ import annotations
 import random
 from typing import Callable, NamedTuple, Optional
 
+from cpmobius.clock import OpLog
 from cpmobius.coach import Problem
 from cpmobius.difficulty_filter import AnsweredRollouts, GroupOutcome
-from cpmobius.engine.timing import OpLog
 from cpmobius.loop_state import KeptProblems
 from cpmobius.methods.base import LoopView
 from cpmobius.policy_api import TrainedPolicy

@@ -46,10 +46,10 @@ from cpmobius.baselines.rewards import (
     rzero_majority_share,
     rzero_parse_question,
 )
+from cpmobius.clock import OpLog
 from cpmobius.coach import Problem, read_problem
 from cpmobius.difficulty_filter import AnsweredRollouts, GroupOutcome
 from cpmobius.engine.config_sections import method_default, require, require_choice
-from cpmobius.engine.timing import OpLog
 from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems
 from cpmobius.methods.base import LoopView, Method, register
