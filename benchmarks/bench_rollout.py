@@ -30,7 +30,8 @@ import torch
 def make_server(new_tokens: int, cache: str, model: str | None, full_determinism: bool):
     from verl.workers.rollout.replica import RolloutMode
 
-    from cpmobius.engine.config import compose_config, policy_config
+    from cpmobius.config import compose_config
+    from cpmobius.engine.config import policy_config
     from cpmobius.engine.hf_server import HFGenerationServer
     from cpmobius.toy.tiny_models import materialize_tiny_model
 

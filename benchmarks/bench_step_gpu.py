@@ -464,7 +464,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     phases = parse_phases(args.phases)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
 
     base = TOY if args.toy else PAPER_SHAPE
     cfg = compose_config(

@@ -88,7 +88,7 @@ def prepare_seed(seed: int, extra: list[str]) -> None:
     command = [
         sys.executable,
         "-c",
-        "import sys; from cpmobius.engine.config import compose_config; "
+        "import sys; from cpmobius.config import compose_config; "
         "from cpmobius.main import hold_kernels, prepare_models; from cpmobius.settings import load_settings; "
         "cfg = compose_config(sys.argv[1:]); hold_kernels(cfg); prepare_models(cfg, load_settings(cfg))",
         f"seed={seed}",
@@ -398,7 +398,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             for seed in args.seeds:
                 restore_run(args.out / f"{variant}_seed{seed}", args.archive)
     if not args.report_only:
-        from cpmobius.engine.config import compose_config
+        from cpmobius.config import compose_config
 
         total_steps = int(compose_config(args.overrides).trainer.total_training_steps)
         for seed in args.seeds:  # the models of seeds with runs to do (a finished run needs none)

@@ -392,8 +392,9 @@ def run_build(args: argparse.Namespace, build: str, names: list[str]) -> dict[st
     """
     import ray
 
+    from cpmobius.config import compose_config
     from cpmobius.engine.batches import synthetic_rollouts
-    from cpmobius.engine.config import apply_env_to_driver, build_policy_configs, compose_config, ray_init_kwargs
+    from cpmobius.engine.config import apply_env_to_driver, build_policy_configs, ray_init_kwargs
     from cpmobius.engine.sharing import EngineGuard, make_resource_pool
 
     table = settings(args.budget)

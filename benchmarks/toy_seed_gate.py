@@ -105,8 +105,9 @@ def gate_seed(seed: int, overrides: list[str], problems: int, frontier_level: in
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from cpmobius.config import compose_config
     from cpmobius.difficulty_filter import assign_pseudo_labels
-    from cpmobius.engine.config import build_policy_configs, compose_config
+    from cpmobius.engine.config import build_policy_configs
     from cpmobius.main import hold_kernels, prepare_models
     from cpmobius.prompts import PlayerPrompt, resolve_answer_instruction
     from cpmobius.settings import load_settings

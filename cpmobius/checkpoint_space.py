@@ -23,7 +23,7 @@ from typing import Optional
 from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.checkpoint import format_bytes, free_bytes, resume_step
-from cpmobius.engine.known_keys import policy_keys
+from cpmobius.config.known_keys import policy_keys
 from cpmobius.error_text import first_line
 from cpmobius.methods import get_method
 
@@ -295,7 +295,7 @@ def describe_optimizer_resume(cfg: DictConfig, policy_cfgs: dict[str, DictConfig
             fail in a worker, after Ray and both engines are up).
     """
     from cpmobius.checkpoint import find_latest_checkpoint
-    from cpmobius.engine.config import ConfigError
+    from cpmobius.config import ConfigError
 
     mode = cfg.trainer.resume_mode
     if mode == "resume_path":

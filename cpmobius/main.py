@@ -18,13 +18,8 @@ from typing import Any, Callable, Optional
 import hydra
 from omegaconf import DictConfig
 
-from cpmobius.engine.config import (
-    CONFIG_DIR,
-    CONFIG_NAME,
-    apply_env_to_driver,
-    build_policy_configs,
-    check_kernel_packages,
-)
+from cpmobius.config import CONFIG_DIR, CONFIG_NAME
+from cpmobius.engine.config import apply_env_to_driver, build_policy_configs, check_kernel_packages
 from cpmobius.interrupts import Terminated, raise_terminated, stop_after_interrupt
 from cpmobius.run_log import Loggers, StepTable, make_tracking
 from cpmobius.settings import load_settings
@@ -72,7 +67,7 @@ def check_model_folders(cfg: DictConfig) -> None:
         return
     from pathlib import Path
 
-    from cpmobius.engine.config import ConfigError
+    from cpmobius.config import ConfigError
     from cpmobius.models.registry import fetch_command
 
     for role in ("player", "coach"):
@@ -248,7 +243,7 @@ def main(cfg: DictConfig) -> None:
     checkpoints (`DiskSpaceError`) or no intact checkpoint to resume (`CheckpointCorruptError`), exit 2;
     an NVIDIA driver too old for torch's CUDA build, Ray not starting, a failed checkpoint save or a full disk
     while writing metrics or the problem archive, exit 1."""
-    from cpmobius.engine.config import ConfigError
+    from cpmobius.config import ConfigError
 
     _restore_hydra_full_error()
     try:
@@ -288,8 +283,8 @@ def print_validated_config(argv: list[str]) -> int:
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
 
-    from cpmobius.engine.config import ConfigError, compose_config
-    from cpmobius.engine.known_keys import check_override_keys, describe_hydra_error
+    from cpmobius.config import ConfigError, compose_config
+    from cpmobius.config.known_keys import check_override_keys, describe_hydra_error
     from cpmobius.methods import check_settings
     from cpmobius.usage import overrides_from_argv
 
@@ -348,8 +343,8 @@ def cli(argv: Optional[list[str]] = None) -> int:
 def _dispatch(argv: list[str]) -> int:
     from hydra.errors import HydraException
 
-    from cpmobius.engine.config import ConfigError
-    from cpmobius.engine.known_keys import check_override_keys, describe_hydra_error
+    from cpmobius.config import ConfigError
+    from cpmobius.config.known_keys import check_override_keys, describe_hydra_error
     from cpmobius.engine.run_folders import check_run_folders
     from cpmobius.usage import overrides_from_argv, short_help
 

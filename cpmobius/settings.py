@@ -14,8 +14,8 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.engine.config import CONFIG_DIR, validate_run_config
-from cpmobius.engine.config_sections import default, read_section, require, require_choice
+from cpmobius.config import CONFIG_DIR, validate_run_config
+from cpmobius.config.sections import default, read_section, require, require_choice
 from cpmobius.prompts import ANSWER_FORMATS
 from cpmobius.worlds import is_world
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
-from cpmobius.engine.config import MAIN_CONFIG
+from cpmobius.config import MAIN_CONFIG
 
 # The keys people change most: (key, what it is).
 KNOBS = (
@@ -71,7 +71,7 @@ def default_options() -> dict[str, Optional[str]]:
 def _compose_quietly(overrides: list[str]) -> Optional[Any]:
     from hydra.errors import HydraException
 
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
 
     try:
         return compose_config(overrides)
@@ -94,7 +94,7 @@ def _value(cfg: Any, key: str) -> str:
 
 def short_help(overrides: Optional[list[str]] = None) -> str:
     """The text of ``python -m cpmobius.main --help`` (about 40 lines), values as ``overrides`` give them."""
-    from cpmobius.engine.known_keys import config_groups
+    from cpmobius.config.known_keys import config_groups
 
     cfg = _compose_quietly(list(overrides or []))
     defaults = default_options()

@@ -29,7 +29,7 @@ from typing import Optional
 
 import torch
 
-from cpmobius.engine.config import ConfigError
+from cpmobius.config import ConfigError
 from cpmobius.grading import check_batch, grade_batch
 from cpmobius.jsonl import JSONLineError, json_objects
 from cpmobius.policy_api import TrainedPolicy

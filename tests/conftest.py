@@ -119,7 +119,8 @@ def start_two_policies(overrides: list[str], tiny_spec: dict | None = None):
 
     import ray
 
-    from cpmobius.engine.config import apply_env_to_driver, build_policy_configs, compose_config, ray_init_kwargs
+    from cpmobius.config import compose_config
+    from cpmobius.engine.config import apply_env_to_driver, build_policy_configs, ray_init_kwargs
     from cpmobius.engine.policy import Policy
     from cpmobius.engine.sharing import EngineGuard, make_resource_pool
     from cpmobius.toy.tiny_models import materialize_tiny_model

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpmobius.engine.config import ConfigError, compose_config
+from cpmobius.config import ConfigError, compose_config
 from cpmobius.eval.data import default_data_dir, encode_prompt, render_prompt
 from cpmobius.prompts import (
     BOXED_INSTRUCTION,

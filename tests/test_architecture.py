@@ -26,8 +26,9 @@ ROOM_IMPORTS = {
     "toy": {"cpu_kernels"},  # cpu_kernels: a leaf (standard library only), the CPU run's kernel settings
     "eval": {"grading", "jsonl", "prompts"},
     # error_text: a leaf, the one line quoting an error; clock: a leaf, the stage clock the policies time their ops on
-    "engine": {"prompts", "cpu_kernels", "error_text", "clock"},
-    "warmup": {"engine", "coach", "prompts", "settings", "jsonl", "cpu_kernels"},
+    "engine": {"config", "prompts", "cpu_kernels", "error_text", "clock"},
+    "warmup": {"config", "engine", "coach", "prompts", "settings", "jsonl", "cpu_kernels"},
+    "config": {"error_text"},  # the run's config: Hydra and OmegaConf, nothing of the method or of verl
     "models": set(),
     "baselines": set(),  # the baselines' rewards: numpy, torch, nltk, scikit-learn only
 }

@@ -31,7 +31,8 @@ from cpmobius.checkpoint_space import (
     describe_optimizer_resume,
     plan_checkpoint_space,
 )
-from cpmobius.engine.config import ConfigError, build_policy_configs
+from cpmobius.config import ConfigError
+from cpmobius.engine.config import build_policy_configs
 
 REPO = Path(__file__).resolve().parents[1]
 SHARDS = ("model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt", "extra_state_world_size_1_rank_0.pt")

@@ -25,7 +25,8 @@ from cpmobius.checkpoint_space import (
     plan_checkpoint_space,
     saves_between,
 )
-from cpmobius.engine.config import build_policy_configs, compose_config
+from cpmobius.config import compose_config
+from cpmobius.engine.config import build_policy_configs
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -108,6 +108,6 @@ def test_a_config_error_comes_before_verl_ray_or_torch_is_imported(override):
 def test_the_loggers_checked_without_verl_are_ones_verl_knows():
     from verl.utils.tracking import Tracking
 
-    from cpmobius.engine.config import COMMON_LOGGERS
+    from cpmobius.config import COMMON_LOGGERS
 
     assert COMMON_LOGGERS <= set(Tracking.supported_backend)

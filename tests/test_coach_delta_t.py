@@ -13,8 +13,8 @@ from omegaconf import OmegaConf
 from verl import DataProto
 
 from cpmobius.coach import Problem
+from cpmobius.config import ConfigError, compose_config
 from cpmobius.difficulty_filter import GroupOutcome
-from cpmobius.engine.config import ConfigError, compose_config
 from cpmobius.engine.sharing import EngineGuard
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.loop_state import KeptProblems

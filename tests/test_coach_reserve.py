@@ -13,8 +13,8 @@ from verl import DataProto
 
 from cpmobius import filter_stage
 from cpmobius.coach import Problem
+from cpmobius.config import compose_config
 from cpmobius.difficulty_filter import GroupOutcome
-from cpmobius.engine.config import compose_config
 from cpmobius.engine.sharing import EngineGuard
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.settings import load_settings
@@ -160,7 +160,7 @@ def test_adaptive_sizing_learns_from_the_first_steps_earlier_attempts(make_loop)
 
 
 def test_a_negative_reserve_is_a_config_error():
-    from cpmobius.engine.config import ConfigError
+    from cpmobius.config import ConfigError
 
     with pytest.raises(ConfigError, match="filter.coach_reserve"):
         load_settings(compose_config(["filter.coach_reserve=-1"]))

@@ -13,7 +13,8 @@ import copy
 
 import torch
 
-from cpmobius.engine.config import compose_config, policy_config
+from cpmobius.config import compose_config
+from cpmobius.engine.config import policy_config
 from cpmobius.rewards import coach_advantages, coach_rewards
 
 PASS_RATES = [0.25, 0.5, 0.5, 0.75]  # four kept problems inside the band [0.2, 0.8]

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.engine.config import ConfigError, build_policy_configs, compose_config
-from cpmobius.engine.known_keys import check_override_keys, config_groups, find_unknown_key
+from cpmobius.config import ConfigError, compose_config
+from cpmobius.config.known_keys import check_override_keys, config_groups, find_unknown_key
+from cpmobius.engine.config import build_policy_configs
 from cpmobius.usage import overrides_from_argv
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +68,7 @@ def test_a_misspelt_key_in_a_config_file_reads_as_on_the_command_line(section, t
     line `check_override_keys` gives for the command line, naming the key alone: a file's value is not typed."""
     from omegaconf import OmegaConf, open_dict
 
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
     from cpmobius.settings import load_settings
 
     with pytest.raises(ConfigError) as typed:

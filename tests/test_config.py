@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from cpmobius.config import ConfigError, compose_config
 from cpmobius.engine.config import (
-    ConfigError,
     build_policy_configs,
-    compose_config,
     policy_config,
     ray_init_kwargs,
     validate_policy_config,

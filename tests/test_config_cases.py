@@ -9,7 +9,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from cpmobius.engine.config import ConfigError, build_policy_configs, compose_config, validate_run_config
+from cpmobius.config import ConfigError, compose_config, validate_run_config
+from cpmobius.engine.config import build_policy_configs
 from cpmobius.engine.model_context import read_model_context
 from cpmobius.settings import ValidationSettings, load_settings
 from cpmobius.validation import ValidationSet, measure_accuracy

@@ -13,7 +13,7 @@ import pytest
 import ray
 
 import cpmobius.main
-from cpmobius.engine.config import ConfigError
+from cpmobius.config import ConfigError
 
 
 def _must_not_run(*args, **kwargs):
@@ -94,7 +94,8 @@ def test_a_bad_value_is_one_line_naming_its_key_and_exit_2_before_ray(override, 
 
 @pytest.mark.parametrize(("override", "key"), VALUE_CASES, ids=[case[0] for case in VALUE_CASES])
 def test_a_bad_value_is_refused_naming_its_key(override, key):
-    from cpmobius.engine.config import build_policy_configs, compose_config
+    from cpmobius.config import compose_config
+    from cpmobius.engine.config import build_policy_configs
     from cpmobius.methods import check_settings
     from cpmobius.settings import load_settings
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from cpmobius.config import compose_config
 from cpmobius.cpu_kernels import PORTABLE_KERNELS, cpu_kernels, cpu_vendor, hold_portable_kernels, numerics_of
-from cpmobius.engine.config import compose_config, worker_env_vars
+from cpmobius.engine.config import worker_env_vars
 from cpmobius.toy.world import PretrainSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +66,7 @@ def test_a_cpu_run_holds_every_process_to_the_portable_kernels_and_a_gpu_run_doe
 PRETRAIN = """
 import hashlib, json, sys
 from dataclasses import replace
-from cpmobius.engine.config import compose_config
+from cpmobius.config import compose_config
 from cpmobius.main import hold_kernels
 from cpmobius.settings import load_settings
 from cpmobius.toy.cache import materialize_toy_models

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cpmobius import settings
-from cpmobius.engine.config import compose_config
+from cpmobius.config import compose_config
 
 SECTIONS = {
     "CoachSettings": "coach",

@@ -512,7 +512,8 @@ def test_checkpoint_code_runs_only_when_asked(monkeypatch):
 
 
 def test_training_loads_models_without_their_code():
-    from cpmobius.engine.config import compose_config, policy_config
+    from cpmobius.config import compose_config
+    from cpmobius.engine.config import policy_config
 
     cfg = compose_config(["model=qwen2p5_math_1p5b"])
     assert [policy_config(cfg, role).actor_rollout_ref.model.trust_remote_code for role in ("coach", "player")] == [

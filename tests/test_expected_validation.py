@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from cpmobius.engine.config import ConfigError, compose_config, policy_config
+from cpmobius.config import ConfigError, compose_config
+from cpmobius.engine.config import policy_config
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import ValidationSettings, load_settings

@@ -67,7 +67,8 @@ def start_knob_policies(overrides: list[str], model_path: str) -> dict:
     """
     import ray
 
-    from cpmobius.engine.config import apply_env_to_driver, build_policy_configs, compose_config, ray_init_kwargs
+    from cpmobius.config import compose_config
+    from cpmobius.engine.config import apply_env_to_driver, build_policy_configs, ray_init_kwargs
     from cpmobius.engine.sharing import EngineGuard, make_resource_pool
 
     cfg = compose_config(
@@ -237,7 +238,8 @@ GPU_PRESETS += [["model=qwen2p5_coder_1p5b", "backend=vllm"], ["model=qwen2p5_ma
 
 @pytest.mark.parametrize("overrides", GPU_PRESETS, ids=lambda o: ",".join(o))
 def test_the_gpu_presets_turn_the_fast_path_on_and_validate(overrides):
-    from cpmobius.engine.config import build_policy_configs, compose_config
+    from cpmobius.config import compose_config
+    from cpmobius.engine.config import build_policy_configs
 
     configs = build_policy_configs(compose_config(overrides))  # verl's dataclasses check the knobs
     for name, pcfg in configs.items():
@@ -276,7 +278,8 @@ def test_rows_are_padded_to_micro_batches_only_without_dynamic_batch_size(dynami
 
 
 def test_the_cpu_backend_keeps_the_plain_path():
-    from cpmobius.engine.config import build_policy_configs, compose_config
+    from cpmobius.config import compose_config
+    from cpmobius.engine.config import build_policy_configs
 
     for pcfg in build_policy_configs(compose_config(["backend=cpu"])).values():
         arr = pcfg.actor_rollout_ref

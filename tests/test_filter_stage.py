@@ -15,7 +15,7 @@ from verl import DataProto
 from cpmobius import filter_stage
 from cpmobius.clock import OpLog
 from cpmobius.coach import Problem
-from cpmobius.engine.config import compose_config
+from cpmobius.config import compose_config
 from cpmobius.filter_stage import DifficultyFilter
 from cpmobius.loop_state import QuotaNotMetError
 from cpmobius.prompts import PlayerPrompt

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import cpmobius.engine.extensions  # noqa: F401  (registers the platform and the HF rollout)
-from cpmobius.engine.config import compose_config, policy_config
+from cpmobius.config import compose_config
+from cpmobius.engine.config import policy_config
 from cpmobius.engine.cpu_platform import PlatformCPU
 from cpmobius.engine.hf_adapter import HFServerAdapter
 from cpmobius.engine.hf_replica import HFRolloutReplica

@@ -20,8 +20,9 @@ import pytest
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.engine.config import ConfigError, build_policy_configs, check_kernel_packages, compose_config
-from cpmobius.engine.known_keys import check_override_keys
+from cpmobius.config import ConfigError, compose_config
+from cpmobius.config.known_keys import check_override_keys
+from cpmobius.engine.config import build_policy_configs, check_kernel_packages
 from cpmobius.main import print_validated_config
 from cpmobius.settings import load_settings
 

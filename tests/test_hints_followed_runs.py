@@ -25,7 +25,8 @@ from test_hints_followed import accepted
 import cpmobius.interrupts
 import cpmobius.main
 from cpmobius import checkpoint
-from cpmobius.engine.config import ConfigError, build_policy_configs, compose_config
+from cpmobius.config import ConfigError, compose_config
+from cpmobius.engine.config import build_policy_configs
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.loop_state import LoopState
 from cpmobius.run_log import first_logged_step

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cpmobius.engine.config import ConfigError, compose_config
+from cpmobius.config import ConfigError, compose_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -45,7 +45,7 @@ FAST_TOY = [
 def loop(tmp_path_factory, model_cache):
     import ray
 
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
     from cpmobius.main import build_loop
 
     cfg = compose_config(

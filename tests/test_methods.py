@@ -9,7 +9,7 @@ import pytest
 import torch
 from stand_ins import ScriptedPolicy
 
-from cpmobius.engine.config import ConfigError, compose_config
+from cpmobius.config import ConfigError, compose_config
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.methods import check_settings
 from cpmobius.methods.fixed_pool import FixedPool

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from stand_ins import ScriptedPolicy
 
-from cpmobius.engine.config import ConfigError, compose_config
+from cpmobius.config import ConfigError, compose_config
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.methods import Method, get_method, method_names, register
 from cpmobius.methods.base import _REGISTRY

@@ -168,7 +168,8 @@ PRESETS = {
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_a_real_model_preset_points_both_policies_at_the_fetched_folder(preset, tmp_path, monkeypatch):
-    from cpmobius.engine.config import build_policy_configs, compose_config
+    from cpmobius.config import compose_config
+    from cpmobius.engine.config import build_policy_configs
 
     monkeypatch.setenv("CPMOBIUS_CACHE", str(tmp_path))
     for variable in ("PLAYER_MODEL_PATH", "COACH_MODEL_PATH"):
@@ -183,7 +184,7 @@ def test_a_real_model_preset_points_both_policies_at_the_fetched_folder(preset, 
 
 
 def test_a_run_on_an_absent_preset_folder_stops_before_anything_starts(tmp_path, monkeypatch):
-    from cpmobius.engine.config import ConfigError, compose_config
+    from cpmobius.config import ConfigError, compose_config
     from cpmobius.main import build_loop
 
     monkeypatch.setenv("CPMOBIUS_CACHE", str(tmp_path))
@@ -210,7 +211,8 @@ def test_a_run_on_an_absent_preset_folder_stops_before_anything_starts(tmp_path,
 def test_a_real_model_preset_fits_both_policies_on_one_80gb_gpu(
     preset, params_b, optimizer_offload, utilization, expected_gb
 ):
-    from cpmobius.engine.config import build_policy_configs, compose_config
+    from cpmobius.config import compose_config
+    from cpmobius.engine.config import build_policy_configs
 
     configs = build_policy_configs(compose_config(["backend=vllm", f"model={preset}"]))
     for pcfg in configs.values():

@@ -48,7 +48,7 @@ def node_of(actor) -> str:
 def test_multinode_two_steps_with_both_policies_spread_over_both_nodes(two_node_cluster, tmp_path, model_cache):
     import ray
 
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
     from cpmobius.main import build_loop
 
     cfg = compose_config(

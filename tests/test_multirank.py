@@ -29,7 +29,7 @@ FAST_TOY = [
 
 
 def compose(out_dir: Path, cache_dir: Path):
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
 
     return compose_config(
         [

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from cpmobius.engine.config import compose_config, policy_config
+from cpmobius.config import compose_config
+from cpmobius.engine.config import policy_config
 
 RELEASED = {
     # preset: (Player T, Player top-p, loss aggregation, greedy validation)

@@ -18,9 +18,9 @@ from omegaconf import OmegaConf
 
 from cpmobius import checkpoint
 from cpmobius.coach import Problem, find_problem_fault
+from cpmobius.config import ConfigError
 from cpmobius.difficulty_filter import assign_pseudo_labels, decide, roll_out_and_filter
 from cpmobius.duplicates import mark_duplicates
-from cpmobius.engine.config import ConfigError
 from cpmobius.prompts import PlayerPrompt, player_prompt
 from cpmobius.rewards import coach_advantages, coach_rewards, grpo_advantages, player_token_rewards
 from cpmobius.settings import CoachSettings, FilterSettings, ValidationSettings, load_settings
@@ -469,7 +469,7 @@ def test_band_without_any_count_for_n_is_rejected():
 
 
 def test_shipped_qwen_presets_fit_the_4096_token_context():
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
 
     for preset in ("paper_qwen_1p5b", "released_qwen_7b_instruct"):
         cfg = compose_config([f"experiment={preset}"])

@@ -7,7 +7,7 @@ import signal
 import pytest
 import ray
 
-from cpmobius.engine.config import compose_config
+from cpmobius.config import compose_config
 from cpmobius.engine.sharing import RayStartError, start_ray
 
 

@@ -47,7 +47,7 @@ def smollm2():
 def test_tokenizer_chat_template_stop_tokens_and_prompt_lengths(smollm2, one_eos_story):
     from transformers import AutoTokenizer, GenerationConfig
 
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
     from cpmobius.engine.stop_tokens import stop_token_ids
     from cpmobius.prompts import coach_prompt, player_prompt
 
@@ -134,7 +134,7 @@ def loop(smollm2, tmp_path_factory):
 
     import cpmobius.difficulty_filter as difficulty_filter
     import cpmobius.filter_stage as filter_stage
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
     from cpmobius.main import build_loop
 
     cfg = compose_config(

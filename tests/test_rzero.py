@@ -9,7 +9,7 @@ import pytest
 from stand_ins import ScriptedPolicy
 
 from cpmobius.clock import OpLog
-from cpmobius.engine.config import compose_config
+from cpmobius.config import compose_config
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.methods.rzero import CHALLENGER, SOLVER, RZero, RZeroSchedule, rzero_phase
 from cpmobius.prompts import PlayerPrompt

@@ -52,7 +52,8 @@ def test_script_rejects_a_wrong_value_naming_the_key():
 
 
 def test_zero_template_renders_the_released_player_prompt(model_cache):
-    from cpmobius.engine.config import compose_config, policy_config
+    from cpmobius.config import compose_config
+    from cpmobius.engine.config import policy_config
     from cpmobius.toy.tiny_models import build_char_tokenizer
 
     cfg = compose_config(["experiment=released_octothinker_3b"])

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from cpmobius.coach import Problem, find_problem_fault
+from cpmobius.config import ConfigError, compose_config
 from cpmobius.difficulty_filter import assign_pseudo_labels, decide
 from cpmobius.duplicates import mark_duplicates
-from cpmobius.engine.config import ConfigError, compose_config
 from cpmobius.rewards import (
     coach_advantages,
     coach_rewards,

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from cpmobius.engine.config import ConfigError, compose_config
+from cpmobius.config import ConfigError, compose_config
 from cpmobius.jsonl import write_jsonl
 from cpmobius.loop import CoachPlayerLoop
 from cpmobius.methods import table_columns

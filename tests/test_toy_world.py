@@ -188,7 +188,7 @@ def test_run_metrics_merge_launches_and_the_plot_is_written(tmp_path):
 def test_a_redrawn_plot_keeps_the_title_of_the_run(tmp_path):
     from omegaconf import OmegaConf
 
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
     from cpmobius.plots import run_title, saved_run_title
 
     assert saved_run_title(tmp_path) is None  # no checkpoint yet: the plot names the folder
@@ -439,7 +439,7 @@ def test_code_version_ignores_docstrings_and_comments_but_not_code():
 
 
 def test_one_seed_key_drives_pretraining_warmup_data_sampling_and_the_cache_folders():
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
 
     cfg = compose_config(["seed=5"])
     assert cfg.model.pretrain.seed == 5 and cfg.model.toy_warmup.seed == 5
@@ -477,7 +477,7 @@ def test_world_problems_only_rejects_text_the_toy_world_cannot_read():
 
 
 def test_world_problems_only_needs_the_toy_world():
-    from cpmobius.engine.config import ConfigError, compose_config
+    from cpmobius.config import ConfigError, compose_config
     from cpmobius.settings import load_settings
 
     assert load_settings(compose_config(["coach.world_problems_only=true"])).coach.world_problems_only

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from cpmobius.engine.config import compose_config, policy_config
+from cpmobius.config import compose_config
+from cpmobius.engine.config import policy_config
 from cpmobius.methods import table_columns
 from cpmobius.metrics import delta_t_noise_metrics
 from cpmobius.settings import ValidationSettings, load_settings

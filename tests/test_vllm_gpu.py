@@ -143,7 +143,7 @@ def test_greedy_validation_on_vllm_is_greedy(two_vllm_policies, harness):
 def test_two_loop_steps_with_vllm_for_both_policies(tmp_path_factory, harness):
     import ray
 
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
     from cpmobius.main import build_loop
     from cpmobius.validation import measure_accuracy
 

@@ -26,7 +26,7 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
     import torch
     from safetensors.torch import load_file
 
-    from cpmobius.engine.config import ConfigError, compose_config
+    from cpmobius.config import ConfigError, compose_config
     from cpmobius.main import prepare_models
     from cpmobius.settings import load_settings
     from cpmobius.warmup.sft import run_warmup
@@ -91,7 +91,7 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
 def test_toy_warmup_raises_the_format_validity_of_coach_samples(tmp_path, model_cache):
     """On the tiny CPU model, the share of Coach samples the Coach-output validator accepts is
     higher after the warm-up (verl's SFT trainer on toy problems in the messages format) than before."""
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
     from cpmobius.main import prepare_models
     from cpmobius.settings import load_settings
     from cpmobius.warmup.sft import measure_coach_validity, run_warmup

@@ -9,7 +9,7 @@ import json
 
 from omegaconf import open_dict
 
-from cpmobius.engine.config import compose_config
+from cpmobius.config import compose_config
 from cpmobius.warmup.sft import record_key, store_warmup, stored_warmup_matches, warmup_record
 
 

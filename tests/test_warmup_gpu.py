@@ -21,7 +21,7 @@ def test_coach_warmup_on_cuda(tmp_path):
     import torch
     from safetensors.torch import load_file
 
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
     from cpmobius.main import prepare_models
     from cpmobius.settings import load_settings
     from cpmobius.toy.tiny_models import QWEN2_0P5B_SPEC

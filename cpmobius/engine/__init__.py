@@ -22,10 +22,10 @@ What it holds:
 Engine objects (worker groups, `DataProto`, rollout servers) appear only here; the method's stages
 see token tensors and plain dicts.
 
-What it may import of cpmobius: itself, `cpmobius.prompts` (the chat-prompt type), `cpmobius.cpu_kernels`
-(a leaf: the portable CPU kernels every process of a CPU run gets), `cpmobius.error_text` (a leaf: the one
-line quoting an error) and `cpmobius.clock` (a leaf: the stage clock each policy times its operations on), nothing of
-the method's stages (`loop`, `coach`, `settings`, ...), nor `eval`, `warmup`, `toy` or `grading`.
-This ``__init__`` imports nothing: ``import cpmobius.engine.config`` or ``.stop_tokens`` must not
-load verl, Ray or torch.
+What it may import of cpmobius: itself, `cpmobius.config` (the composed config, `ConfigError`), `cpmobius.prompts`
+(the chat-prompt type), `cpmobius.cpu_kernels` (a leaf: the portable CPU kernels every process of a CPU run gets),
+`cpmobius.error_text` (a leaf: the one line quoting an error) and `cpmobius.clock` (a leaf: the stage clock each
+policy times its operations on), nothing of the method's stages (`loop`, `coach`, `settings`, ...), nor `eval`,
+`warmup`, `toy` or `grading`. This ``__init__`` imports nothing: ``import cpmobius.engine.config`` or
+``.stop_tokens`` must not load verl, Ray or torch.
 """

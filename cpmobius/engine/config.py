@@ -1,17 +1,16 @@
-"""Config composition: one verl base plus per-policy deltas, validated before any worker starts.
+"""Each policy's verl config: one verl base plus per-policy deltas, validated before any worker starts.
 
-The main config (`configs/cpmobius.yaml`) composes verl 0.9.1's own ``ppo_trainer`` tree from the
-installed wheel (its ``verl/trainer/config`` folder, `VerlConfigSearchPath`), overrides verl's unsafe
-defaults, and holds one delta per policy (``coach.verl``, ``player.verl``) shaped like
-``actor_rollout_ref``. Each policy's full verl config is the base with its delta merged over
-``actor_rollout_ref`` (`policy_config`), because verl's actor/rollout nodes interpolate absolute paths
-(``actor_rollout_ref.rollout.n``): a grafted second copy of them would silently read the other policy's
+The main config (`configs/cpmobius.yaml`, composed by `cpmobius.config.compose_config`) holds verl 0.9.1's
+own ``ppo_trainer`` tree, overrides verl's unsafe defaults, and holds one delta per policy (``coach.verl``,
+``player.verl``) shaped like ``actor_rollout_ref``. Each policy's full verl config is the base with its delta
+merged over ``actor_rollout_ref`` (`policy_config`), because verl's actor/rollout nodes interpolate absolute
+paths (``actor_rollout_ref.rollout.n``): a grafted second copy of them would silently read the other policy's
 values.
 
-Checked before Ray or any worker starts (`validate_run_config`, `validate_policy_config`): the run's
-own ``trainer``/``data`` keys (a step count, a logger, a length that only fails or misbehaves
-inside ``fit``), verl's dataclasses per policy, and that each policy's prompt + response budget fits
-its model's context (Qwen2.5-Math has 4,096 tokens; read from the model folder's ``config.json`` when it is there).
+Checked before Ray or any worker starts (`validate_policy_config`; the run's own ``trainer``/``data`` keys:
+`cpmobius.config.validate_run_config`): verl's dataclasses per policy, and that each policy's prompt + response
+budget fits its model's context (Qwen2.5-Math has 4,096 tokens; read from the model folder's ``config.json``
+when it is there).
 """
 
 from __future__ import annotations
@@ -19,75 +18,18 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
-from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from hydra.core.plugins import Plugins
-from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import InterpolationResolutionError
 
+from cpmobius.config import ConfigError, validate_run_config
+from cpmobius.config.value_ranges import field_type_problem, range_problem
 from cpmobius.engine.model_context import context_problem
 from cpmobius.engine.naming import POLICY_NAME_KEY, validate_policy_name
-from cpmobius.engine.run_name import PresetMethodError, register_run_name
-from cpmobius.engine.value_ranges import field_type_problem, range_problem, run_value_problem
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-CONFIG_NAME = "cpmobius"
-# The main config as written (defaults list and method defaults), read once: `config_sections.default` takes the
-# method keys' defaults from it and `cpmobius.usage` the config groups' default options.
-MAIN_CONFIG = OmegaConf.load(CONFIG_DIR / f"{CONFIG_NAME}.yaml")
 POLICY_NAMES = ("coach", "player")
 EXTERNAL_MODULE = "cpmobius.engine.extensions"
-# trainer.logger backends every verl 0.9.1 `Tracking` knows (tests/test_cli_help.py checks them against it).
 SHARED_LIGER_KEY = "actor_rollout_ref.model.use_liger"  # the GPU backends set it (configs/cuda_fast_path.yaml)
-COMMON_LOGGERS = frozenset({"console", "file", "tensorboard", "wandb"})
-
-
-class ConfigError(ValueError):
-    """A config value is wrong; the message names the key."""
-
-
-def verl_config_dir() -> Optional[Path]:
-    """The installed verl's ``trainer/config`` folder, found without importing verl (None: not installed)."""
-    spec = importlib.util.find_spec("verl")
-    return Path(spec.origin).parent / "trainer" / "config" if spec is not None and spec.origin else None
-
-
-class VerlConfigSearchPath(SearchPathPlugin):
-    """Puts verl's config folder on Hydra's search path as a file path.
-
-    Hydra's ``pkg://verl.trainer.config`` would import the package, and ``import verl`` loads torch,
-    Ray and verl's trainer (5-40 s): every ``--help``, ``--cfg job`` and config error waited for it.
-    The YAML files are the same either way (the composed config is identical).
-    """
-
-    def manipulate_search_path(self, search_path: Any) -> None:
-        folder = verl_config_dir()
-        if folder is not None:
-            search_path.append(provider="verl", path=f"file://{folder}")
-
-
-Plugins.instance().register(VerlConfigSearchPath)  # for compose_config and the driver's @hydra.main alike
-register_run_name()  # trainer.experiment_name's ${run_name:...}, for the same two
-
-
-def compose_config(overrides: Optional[list[str]] = None, config_name: str = CONFIG_NAME) -> DictConfig:
-    """Compose the main config with Hydra's compose API (tests, notebooks, the driver's checks).
-
-    Args:
-        overrides: Hydra overrides, e.g. ``["backend=cpu", "player.verl.actor.optim.lr=1e-5"]``.
-        config_name: primary config in `CONFIG_DIR`.
-
-    Raises:
-        hydra.errors.ConfigCompositionException: for an unknown group option or key.
-    """
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        return compose(config_name=config_name, overrides=list(overrides or []))
 
 
 def policy_config(cfg: DictConfig, name: str) -> DictConfig:
@@ -122,80 +64,6 @@ def policy_config(cfg: DictConfig, name: str) -> DictConfig:
     for other in POLICY_NAMES:
         full.pop(other, None)
     return full
-
-
-def _require_int(cfg: DictConfig, key: str, low: int, allowed: tuple[int, ...] = (), what: str = "") -> None:
-    """``key`` (``section.leaf``) must be an int >= ``low`` or one of ``allowed``; an absent key passes."""
-    section, leaf = key.split(".")
-    if section not in cfg or leaf not in cfg[section]:
-        return
-    value = cfg[section][leaf]
-    if isinstance(value, bool) or not isinstance(value, int) or (value < low and value not in allowed):
-        raise ConfigError(f"{key}: {what or f'must be an integer >= {low}'}, got {value!r}")
-
-
-def validate_run_config(cfg: DictConfig) -> None:
-    """Check the run's own ``trainer`` and ``data`` keys, which verl's dataclasses do not cover.
-
-    Each of these used to fail (``int("abc")``, an unknown logger) or misbehave (0 steps run, exit
-    0) only inside ``fit``, after Ray and both policies had started. A section absent from ``cfg``
-    is skipped (tests build partial configs).
-
-    Raises:
-        ConfigError: naming the first bad key.
-    """
-    if "trainer" in cfg:
-        trainer = cfg.trainer
-        try:
-            OmegaConf.select(cfg, "trainer.experiment_name")  # `run_name` resolves it
-        except InterpolationResolutionError as error:
-            cause: BaseException | None = error  # OmegaConf chains the resolver's error as a context, not a cause
-            while cause is not None and not isinstance(cause, PresetMethodError):
-                cause = cause.__cause__ or cause.__context__
-            if cause is None:
-                raise
-            raise ConfigError(str(cause)) from error
-        # CPMöbius: the loop has no dataloader to derive a step count from (verl's null), and runs
-        # exactly this many steps; 0 or fewer would run none and exit 0 (a resume that silently skips work).
-        _require_int(cfg, "trainer.total_training_steps", 1, what="must be a whole number of steps >= 1")
-        # verl's convention: a positive k saves every k steps, -1 (its default) or 0 never; the loop
-        # always saves the last step.
-        _require_int(
-            cfg,
-            "trainer.save_freq",
-            1,
-            allowed=(-1, 0),
-            what="must be >= 1 (every k steps), or -1 or 0 (the last step only)",
-        )
-        for key in ("trainer.nnodes", "trainer.n_gpus_per_node"):
-            _require_int(cfg, key, 1)
-        if trainer.get("max_actor_ckpt_to_keep") is not None:
-            _require_int(cfg, "trainer.max_actor_ckpt_to_keep", 1, what="must be >= 1 or null (keep all)")
-        if "logger" in trainer:
-            logger = trainer.logger
-            if not OmegaConf.is_list(logger):
-                raise ConfigError(f"trainer.logger: must be a list, e.g. trainer.logger=[console,file], got {logger!r}")
-            others = [backend for backend in logger if backend not in COMMON_LOGGERS]
-            if others:  # verl's list of backends needs `import verl` (seconds): only for these
-                from verl.utils.tracking import Tracking
-
-                for backend in others:
-                    if backend not in Tracking.supported_backend and backend != "tracking":  # verl's old wandb alias
-                        raise ConfigError(
-                            f"trainer.logger: unknown backend {backend!r} (known: {Tracking.supported_backend})"
-                        )
-        if "resume_mode" in trainer:
-            modes = ("auto", "disable", "resume_path")
-            if trainer.resume_mode not in modes:
-                raise ConfigError(f"trainer.resume_mode: must be one of {modes}, got {trainer.resume_mode!r}")
-            if trainer.resume_mode == "resume_path" and not trainer.get("resume_from_path"):
-                raise ConfigError("trainer.resume_from_path: needed with trainer.resume_mode=resume_path")
-    if "data" in cfg:
-        for key in ("data.max_prompt_length", "data.max_response_length"):
-            _require_int(cfg, key, 1, what="must be a positive number of tokens")
-    problem = run_value_problem(cfg)  # the seed, the KL coefficient of the reward
-    if problem:
-        raise ConfigError(problem)
 
 
 def check_context_fits(pcfg: DictConfig, name: str = "") -> None:

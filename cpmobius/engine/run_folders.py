@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from cpmobius.engine.config import CONFIG_DIR, CONFIG_NAME, ConfigError
+from cpmobius.config import CONFIG_DIR, CONFIG_NAME, ConfigError
 
 
 def check_output_dir(path: str, key: str = "trainer.default_local_dir") -> None:

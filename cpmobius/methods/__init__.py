@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from cpmobius.engine.config import ConfigError
+from cpmobius.config import ConfigError
 from cpmobius.methods.base import Method, register, registered
 from cpmobius.run_log import with_validation_columns
 from cpmobius.settings import Settings

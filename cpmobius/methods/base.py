@@ -7,8 +7,8 @@ from typing import Any, Callable, ClassVar, Optional, Protocol
 
 from cpmobius import run_log
 from cpmobius.clock import OpLog
-from cpmobius.engine.config import ConfigError
-from cpmobius.engine.config_sections import read_fields
+from cpmobius.config import ConfigError
+from cpmobius.config.sections import read_fields
 from cpmobius.loop_state import KeptProblems, LoopState
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt
@@ -93,7 +93,7 @@ class Method:
 
     @classmethod
     def check(cls, settings: Settings) -> None:
-        """Checks across config sections this method needs (raise `cpmobius.engine.config.ConfigError`); its own
+        """Checks across config sections this method needs (raise `cpmobius.config.ConfigError`); its own
         keys have passed `read_settings` by then."""
 
     @classmethod

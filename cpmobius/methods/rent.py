@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from cpmobius import run_log
 from cpmobius.baselines.rewards import RENT_WINDOWS, rent_rewards
-from cpmobius.engine.config_sections import method_default, require, require_choice
+from cpmobius.config.sections import method_default, require, require_choice
 from cpmobius.loop_state import KeptProblems
 from cpmobius.methods.base import LoopView, Method, register
 from cpmobius.methods.fixed_pool import FixedPool, GroupReading, validation_pool

@@ -48,8 +48,8 @@ from cpmobius.baselines.rewards import (
 )
 from cpmobius.clock import OpLog
 from cpmobius.coach import Problem, read_problem
+from cpmobius.config.sections import method_default, require, require_choice
 from cpmobius.difficulty_filter import AnsweredRollouts, GroupOutcome
-from cpmobius.engine.config_sections import method_default, require, require_choice
 from cpmobius.grading import answers_equivalent
 from cpmobius.loop_state import KeptProblems
 from cpmobius.methods.base import LoopView, Method, register

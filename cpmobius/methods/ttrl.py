@@ -10,8 +10,8 @@ from typing import Optional
 
 from cpmobius import run_log
 from cpmobius.baselines.rewards import ttrl_rewards, ttrl_vote_then_train
-from cpmobius.engine.config import ConfigError
-from cpmobius.engine.config_sections import method_default, require
+from cpmobius.config import ConfigError
+from cpmobius.config.sections import method_default, require
 from cpmobius.grading import answers_equivalent
 from cpmobius.methods.base import LoopView, Method, register
 from cpmobius.methods.fixed_pool import FixedPool, GroupReading, validation_pool

@@ -10,7 +10,8 @@ What it holds:
 - `sources`: reading the source rows and the benchmarks, one row → a bare problem, and the
   benchmark decontamination index (`OVERLAP_RULE`).
 
-What it may import of cpmobius: `cpmobius.engine` (config, stop tokens, the CPU platform),
+What it may import of cpmobius: `cpmobius.config` (the composed config, `ConfigError`), `cpmobius.engine` (policy
+configs, stop tokens, the CPU platform),
 `cpmobius.coach` (the Coach-output validator it teaches to pass), `cpmobius.prompts`,
 `cpmobius.settings`, `cpmobius.jsonl` and `cpmobius.cpu_kernels`; never `loop` or `main` (the driver
 imports the warm-up, not the reverse). This ``__init__`` imports nothing.

@@ -17,7 +17,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Optional
 
-from cpmobius.engine.config import ConfigError, worker_env_vars
+from cpmobius.config import ConfigError
+from cpmobius.engine.config import worker_env_vars
 from cpmobius.engine.varlen_attention import write_standard_attention
 
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from cpmobius.engine.config import CONFIG_DIR, ConfigError
+from cpmobius.config import CONFIG_DIR, ConfigError
 from cpmobius.error_text import first_line
 
 POLICY_DELTAS = ("coach.verl", "player.verl")
@@ -157,7 +157,7 @@ def unknown_key_message(key: str, path: list[str], depth: int, siblings: list[st
     """The one-line error for a config key whose part ``path[depth]`` does not exist: the nearest of
     ``siblings`` (the names there are) as a full key, else the names there are. Used for command-line
     overrides (`check_override_keys`) and for the method sections of a composed config
-    (`cpmobius.engine.config_sections.read_section`), so a misspelt key reads the same from both.
+    (`cpmobius.config.sections.read_section`), so a misspelt key reads the same from both.
 
     Example: ``unknown_key_message("filtr.quota", ["filtr", "quota"], 0, ["filter", "coach"])`` →
     ``"filtr.quota: unknown key (did you mean filter.quota?)"``.
@@ -200,13 +200,13 @@ def check_override_keys(overrides: list[str], compose: Optional[Callable[[list[s
 
     Args:
         overrides: Hydra overrides as typed (``["+filtr.quota=4", "backend=cpu"]``).
-        compose: ``overrides -> DictConfig`` (default `cpmobius.engine.config.compose_config`).
+        compose: ``overrides -> DictConfig`` (default `cpmobius.config.compose_config`).
 
     Raises:
         ConfigError: one line naming the first unknown key and the nearest valid one, an override
             Hydra cannot parse, or a config group option that does not exist.
     """
-    from cpmobius.engine.config import compose_config
+    from cpmobius.config import compose_config
 
     compose = compose or compose_config
     parsed = parse_overrides(overrides)

@@ -3,7 +3,7 @@
 `default` reads a method key's default from ``configs/cpmobius.yaml``, the one place it is written (a method's own
 keys: `method_default`, from its ``configs/method_defaults/<method>.yaml``); `read_section`
 turns one group of the composed config (``filter``, ``player``, ...) into its settings dataclass, naming an unknown
-key with the nearest valid one (`cpmobius.engine.known_keys.unknown_key_message`) and checking simple types before
+key with the nearest valid one (`cpmobius.config.known_keys.unknown_key_message`) and checking simple types before
 the dataclass's own range checks run. `cpmobius.settings` holds the dataclasses; nothing here knows the groups.
 """
 
@@ -15,8 +15,8 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.engine.config import CONFIG_DIR, MAIN_CONFIG, ConfigError
-from cpmobius.engine.known_keys import unknown_key_message
+from cpmobius.config import CONFIG_DIR, MAIN_CONFIG, ConfigError
+from cpmobius.config.known_keys import unknown_key_message
 
 _ABSENT = object()
 _SIMPLE_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
