@@ -47,7 +47,7 @@ def player_token_rewards(agrees: Sequence[float], response_mask: torch.Tensor) -
 
     Args:
         agrees: (B,) rollout b's reward: a bool (its answer equals its group's pseudo-label) or a number
-            (a baseline's reward, `cpmobius.baselines.rewards`).
+            (a baseline's reward, `cpmobius.baselines`).
         response_mask: (B, T) 1 on response tokens.
 
     Returns:

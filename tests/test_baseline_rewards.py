@@ -1,4 +1,4 @@
-r"""The baselines' rewards (cpmobius.baselines.rewards) against values worked out by hand.
+r"""The baselines' rewards (cpmobius.baselines: rzero_rewards, rent_rewards, ttrl_rewards) against values worked out by hand.
 
 BLEU below is nltk's sentence BLEU with method-1 smoothing and 4-gram uniform weights:
 BLEU = BP · (p1·p2·p3·p4)^(1/4), p_n = clipped matching n-grams / hypothesis n-grams, a zero count
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from cpmobius.baselines import rewards
-from cpmobius.baselines.rewards import (
-    rent_rewards,
+from cpmobius.baselines import rzero_rewards
+from cpmobius.baselines.rent_rewards import rent_rewards
+from cpmobius.baselines.rzero_rewards import (
     rzero_bleu_distances,
     rzero_challenger_rewards,
     rzero_gradable,
@@ -27,9 +27,8 @@ from cpmobius.baselines.rewards import (
     rzero_majority_share,
     rzero_parse_question,
     rzero_repetition_penalty,
-    ttrl_rewards,
-    ttrl_vote_then_train,
 )
+from cpmobius.baselines.ttrl_rewards import ttrl_rewards, ttrl_vote_then_train
 
 A = "find the sum of all primes below ten"  # 8 distinct tokens
 B = "find the sum of all primes below twenty"  # the first m = 7 tokens of A
@@ -124,7 +123,7 @@ def test_repetition_penalty_by_hand():
 )
 def test_repetition_penalty_uses_average_linkage(monkeypatch, d_12, expected):
     distances = np.array([[0.0, 0.2, 0.4], [0.2, 0.0, d_12], [0.4, d_12, 0.0]])
-    monkeypatch.setattr(rewards, "rzero_bleu_distances", lambda texts: distances)
+    monkeypatch.setattr(rzero_rewards, "rzero_bleu_distances", lambda texts: distances)
     assert rzero_repetition_penalty(["q0", "q1", "q2"]) == pytest.approx(expected)
 
 

@@ -1,6 +1,6 @@
 """RENT (``method=rent``; satrams/rent-rl): the Player alone on a fixed pool of questions
 (`cpmobius.methods.fixed_pool`), ``player.n`` rollouts a question, all trained, each rewarded with minus its mean
-token entropy (`cpmobius.baselines.rewards.rent_rewards`). The reward needs the entropies of the policy that
+token entropy (`cpmobius.baselines.rent_rewards.rent_rewards`). The reward needs the entropies of the policy that
 sampled the rollouts, so it is computed in the Player's update (`RENT.player_scores`); the pool only records
 whether each rollout has a final boxed answer."""
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from cpmobius import run_log
-from cpmobius.baselines.rewards import RENT_WINDOWS, rent_rewards
+from cpmobius.baselines.rent_rewards import RENT_WINDOWS, rent_rewards
 from cpmobius.config.sections import method_default, require, require_choice
 from cpmobius.loop_state import KeptProblems
 from cpmobius.methods.base import LoopView, Method, register

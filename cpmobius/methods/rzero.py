@@ -8,7 +8,7 @@ Source: Chengsong-Huang/R-Zero, ``scripts/main.sh`` and the scripts it calls (do
 - **Challenger step** (the Challenger is the Coach): ``method.challenger_prompts`` prompts, each sampled
   ``method.challenger_n`` times (the GRPO group); each well-formed question is answered
   ``method.reward_votes`` times by the Player, frozen while the Challenger trains, and p is its majority
-  share (`cpmobius.baselines.rewards.rzero_majority_share`, every sample in the denominator). Reward
+  share (`cpmobius.baselines.rzero_rewards.rzero_majority_share`, every sample in the denominator). Reward
   (`rzero_challenger_rewards`): min(p, 1 − p) (``method.uncertainty=code``, released; ``paper``:
   1 − 2|p − 0.5|) minus the share of the step's batch in the question's BLEU cluster, −1 − that share for
   a malformed output; the Challenger's own answer is never read. Nothing is kept for the Player: the loop
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from cpmobius import metrics, run_log
-from cpmobius.baselines.rewards import (
+from cpmobius.baselines.rzero_rewards import (
     RZERO_UNCERTAINTY,
     rzero_challenger_rewards,
     rzero_gradable,
@@ -266,7 +266,7 @@ class RZeroSchedule:
     def parse_question(self, text: str, truncated: bool) -> Optional[str]:
         """One Coach response → its question, or None when malformed.
 
-        ``tags``: `cpmobius.baselines.rewards.rzero_parse_question` (the last ``<question>`` block, released).
+        ``tags``: `cpmobius.baselines.rzero_rewards.rzero_parse_question` (the last ``<question>`` block, released).
         ``plain``: `cpmobius.coach.read_problem` with ``coach.validate``. # CPMöbius: for a Coach that never saw
         R-Zero's prompt (the toy Coach), the whole response is the question, rejected as CPMöbius rejects one.
         """

@@ -1,7 +1,7 @@
 """TTRL (``method=ttrl``; PRIME-RL/TTRL ``examples/ttrl/amc.sh``): the Player alone on a fixed pool of questions
 (`cpmobius.methods.fixed_pool`). ``method.votes`` rollouts a question; the exact-string majority of their extracted
 answers is the label; the first ``player.n`` rollouts train, with reward 1 for an answer equivalent to the label
-(`cpmobius.baselines.rewards.ttrl_*`)."""
+(`cpmobius.baselines.ttrl_rewards`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from cpmobius import run_log
-from cpmobius.baselines.rewards import ttrl_rewards, ttrl_vote_then_train
+from cpmobius.baselines.ttrl_rewards import ttrl_rewards, ttrl_vote_then_train
 from cpmobius.config import ConfigError
 from cpmobius.config.sections import method_default, require
 from cpmobius.grading import answers_equivalent

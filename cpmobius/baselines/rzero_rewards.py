@@ -1,65 +1,33 @@
-r"""The three comparison baselines' rewards, as their released code computes them.
+r"""R-Zero's rewards (`Chengsong-Huang/R-Zero`), as its released code computes them.
 
-Stage: none of CPMöbius's own: the rewards a baseline run trains with. docs/baselines.md records the
-released code they follow, with file and line references.
-
-R-Zero (`Chengsong-Huang/R-Zero`), the Challenger's reward (`examples/reward_function/caller_penalty.py`
-`compute_score`): `min(p, 1 − p) − penalty`, or `−1 − penalty` for a malformed output; p is the Solver's
-majority share, penalty the share of the batch in the question's BLEU cluster. The Solver's data: the
-same vote with another denominator, kept in a band (`question_evaluate/`).
-
-RENT (`satrams/rent-rl`), `verl/trainer/ppo/ray_trainer.py` `fit` (`trainer.minimize_entropy`):
-−(mean token entropy over the whole response), −7.0 without a final `\boxed{}` (`base_format`).
-
-TTRL (`PRIME-RL/TTRL`), `verl/utils/reward_score/ttrl/ttt_metrics.py` `test_time_train_metrics`:
-the label is the most common extracted answer (exact strings, all votes); reward 1.0 for a rollout
-whose answer is equivalent to it, else 0.0.
+The Challenger's reward (`examples/reward_function/caller_penalty.py` `compute_score`): `min(p, 1 − p) − penalty`,
+or `−1 − penalty` for a malformed output; p is the Solver's majority share, penalty the share of the batch in the
+question's BLEU cluster. The Solver's data: the same vote with another denominator, kept in a band
+(`question_evaluate/`). docs/baselines.md has the file and line references.
 
 Departures from the released code (each marked `# CPMöbius:` where it happens):
-- R-Zero, the `paper` uncertainty `1 − 2|p − 0.5|` is offered as an option; the code's `min(p, 1 − p)`
-  (half of it) is the default.
-- R-Zero, a batch of one question gets penalty 1.0 (scikit-learn cannot cluster one sample).
-- RENT, an opt-in window over the last part of each response (the paper's analysis; the code has none).
-- TTRL, the trained rollouts are the first `n_train` in generation order; the code takes the first
-  `n_train` after verl's length-balancing reorder, which depends on the number of data-parallel ranks.
-- Every function raises ValueError on inputs the released code would silently mis-handle (length
-  mismatches, empty batches, shares outside [0, 1], unknown options).
+- the `paper` uncertainty `1 − 2|p − 0.5|` is offered as an option; the code's `min(p, 1 − p)` (half of it) is
+  the default;
+- a batch of one question gets penalty 1.0 (scikit-learn cannot cluster one sample);
+- every function raises ValueError on inputs the released code would silently mis-handle (length mismatches,
+  empty batches, shares outside [0, 1], unknown options).
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
 from collections import Counter
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
-import torch
 
-Equivalent = Callable[[str, str], bool]
-"""An answer-equivalence rule, called as ``equivalent(given, reference)`` (mathruler's or Qwen's
-``grade_answer`` argument order); it returns False on a timeout or an error."""
+from cpmobius.baselines.checks import Equivalent, check_nonempty, check_share
 
 RZERO_NO_BOX = "None"  # what mathruler's extract_boxed_content returns for a response without a box
 RZERO_UNCERTAINTY = ("code", "paper")
 RZERO_DENOMINATORS = ("all_samples", "nonempty")
-RENT_WINDOWS = ("all", "last_fraction")
 
 _QUESTION_RE = re.compile(r"<question>(.*?)</question>", re.DOTALL)
-
-
-def _check_nonempty(name: str, items: Sequence) -> None:
-    if len(items) == 0:
-        raise ValueError(f"{name}: empty batch (at least one item is needed)")
-
-
-def _check_share(name: str, p: float) -> None:
-    if isinstance(p, bool) or not (isinstance(p, numbers.Real) and 0.0 <= p <= 1.0):
-        raise ValueError(f"{name}: a majority share must be a number in [0, 1], got {p!r}")
-
-
-# R-Zero -------------------------------------------------------------------------------------------
 
 
 def _last_box_is_empty(text: str) -> bool:
@@ -122,7 +90,7 @@ def rzero_bleu_distances(questions: Sequence[str]) -> np.ndarray:
     """
     from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
-    _check_nonempty("rzero_bleu_distances", questions)
+    check_nonempty("rzero_bleu_distances", questions)
     smoother = SmoothingFunction().method1
     n = len(questions)
     distances = np.zeros((n, n))
@@ -153,7 +121,7 @@ def rzero_repetition_penalty(questions: Sequence[Optional[str]], distance_thresh
     Raises:
         ValueError: an empty batch, or a threshold outside (0, 1].
     """
-    _check_nonempty("rzero_repetition_penalty", questions)
+    check_nonempty("rzero_repetition_penalty", questions)
     if not 0.0 < distance_threshold <= 1.0:
         raise ValueError(f"rzero_repetition_penalty: distance_threshold must be in (0, 1], got {distance_threshold}")
     if len(questions) == 1:
@@ -201,7 +169,7 @@ def rzero_challenger_rewards(
         ValueError: an empty batch, lengths that differ, an unknown ``uncertainty``, a missing share for
             a parsed question, or a share outside [0, 1].
     """
-    _check_nonempty("rzero_challenger_rewards", questions)
+    check_nonempty("rzero_challenger_rewards", questions)
     if len(questions) != len(majority_shares):
         raise ValueError(f"rzero_challenger_rewards: {len(questions)} questions but {len(majority_shares)} shares")
     if uncertainty not in RZERO_UNCERTAINTY:
@@ -216,7 +184,7 @@ def rzero_challenger_rewards(
             continue
         if p is None:
             raise ValueError(f"rzero_challenger_rewards: question {i} is well formed but has no majority share")
-        _check_share(f"rzero_challenger_rewards[{i}]", p)
+        check_share(f"rzero_challenger_rewards[{i}]", p)
         if uncertainty == "code":
             rewards.append(min(p, 1.0 - p) - penalty)
         else:
@@ -263,7 +231,7 @@ def rzero_majority_share(
     Raises:
         ValueError: no answers, or an unknown ``denominator``.
     """
-    _check_nonempty("rzero_majority_share", answers)
+    check_nonempty("rzero_majority_share", answers)
     if denominator not in RZERO_DENOMINATORS:
         raise ValueError(f"rzero_majority_share: denominator must be one of {RZERO_DENOMINATORS}, got {denominator!r}")
     texts = [RZERO_NO_BOX if a is None else a for a in answers]
@@ -301,7 +269,7 @@ def rzero_keep(p: float, label: str, band: tuple[float, float] = (0.3, 0.8)) -> 
     Raises:
         ValueError: a share outside [0, 1] or a band that is not 0 <= low <= high <= 1.
     """
-    _check_share("rzero_keep", p)
+    check_share("rzero_keep", p)
     low, high = band
     if not 0.0 <= low <= high <= 1.0:
         raise ValueError(f"rzero_keep: band must satisfy 0 <= low <= high <= 1, got {band}")
@@ -318,128 +286,3 @@ def rzero_gradable(question: str, label: str) -> bool:
         False for a question the released pipeline drops.
     """
     return not ("证明" in question or "box" in question.lower() or "text" in label.lower())
-
-
-# RENT ---------------------------------------------------------------------------------------------
-
-
-def rent_rewards(
-    entropies: torch.Tensor,
-    response_mask: torch.Tensor,
-    has_box: Sequence[bool],
-    no_box_entropy: float = 7.0,
-    window: str = "all",
-    last_fraction: Optional[float] = None,
-) -> torch.Tensor:
-    r"""RENT's reward: minus the mean token entropy of each response; −7.0 without a final box.
-
-    Source: RENT `verl/trainer/ppo/ray_trainer.py` `fit` (``trainer.minimize_entropy``,
-    ``trainer.base_format``, ``trainer.entropy_base=7.0``): H_i = ``entropys[i, :L_i].mean()`` with L_i the
-    response length (the final EOS token included), H_i := 7.0 when ``extract_answer`` finds no
-    ``\boxed{}`` (verl ``last_boxed_only_string`` is None), reward = −H_i on the last response token. The
-    entropies are of the rollout policy before the update, at the rollout temperature, in nats.
-
-    ``window="all"`` (default) is the released code: every response token. ``window="last_fraction"``
-    averages over the last ceil(``last_fraction`` · L_i) response tokens only (at least one), the part
-    of the response the paper's analysis singles out; the released code has no such window and no
-    released value of the fraction, so ``last_fraction`` must be given.
-
-    Args:
-        entropies: (B, T) float, per-token entropy in nats.
-        response_mask: (B, T) 1 (or True) on response tokens, 0 on padding. Rows are read through the
-            mask; for verl's right-padded responses this is the code's ``[:L_i]``.
-        has_box: (B,) whether each response has a final ``\boxed{}``.
-        no_box_entropy: H for a response without a box (the reward is its negative), nats.
-        window: ``"all"`` or ``"last_fraction"``.
-        last_fraction: in (0, 1], required with ``window="last_fraction"``, refused with ``"all"``.
-
-    Returns:
-        (B,) float32 rewards, nats (≤ 0 for non-negative entropies).
-
-    Raises:
-        ValueError: shapes not both (B, T), B = 0, ``len(has_box) != B``, an unknown window, a missing,
-            out-of-range or unused ``last_fraction``, or a boxed response with no response token.
-    """
-    if entropies.dim() != 2 or entropies.shape != response_mask.shape:
-        raise ValueError(
-            f"rent_rewards: entropies and response_mask must both be (B, T), got "
-            f"{tuple(entropies.shape)} and {tuple(response_mask.shape)}"
-        )
-    _check_nonempty("rent_rewards", entropies)
-    if len(has_box) != entropies.shape[0]:
-        raise ValueError(f"rent_rewards: {entropies.shape[0]} responses but {len(has_box)} has_box flags")
-    if window not in RENT_WINDOWS:
-        raise ValueError(f"rent_rewards: window must be one of {RENT_WINDOWS}, got {window!r}")
-    if window == "last_fraction" and (last_fraction is None or not 0.0 < last_fraction <= 1.0):
-        raise ValueError(f"rent_rewards: window='last_fraction' needs last_fraction in (0, 1], got {last_fraction}")
-    if window == "all" and last_fraction is not None:
-        raise ValueError("rent_rewards: last_fraction is only read with window='last_fraction'")
-    rewards = torch.empty(entropies.shape[0], dtype=torch.float32)
-    for i, boxed in enumerate(has_box):
-        if not boxed:
-            rewards[i] = -float(no_box_entropy)
-            continue
-        row = entropies[i][response_mask[i].bool()].float()
-        if row.numel() == 0:
-            raise ValueError(f"rent_rewards: response {i} has a box but no response token in its mask")
-        if window == "last_fraction":
-            # CPMöbius: the paper's window over the end of the response, opt-in; the released code has none.
-            row = row[-max(1, math.ceil(last_fraction * row.numel())) :]
-        rewards[i] = -row.mean()
-    return rewards
-
-
-# TTRL ---------------------------------------------------------------------------------------------
-
-
-def ttrl_vote_then_train(extracted: Sequence[str], n_train: int) -> tuple[str, list[int]]:
-    """TTRL's label from all votes, and which rollouts train.
-
-    Source: TTRL `verl/utils/reward_score/ttrl/ttt_metrics.py` `test_time_train_metrics`: label =
-    ``Counter(extracted).most_common(1)[0][0]`` over all votes (64 in `examples/ttrl/amc.sh`):
-    exact strings after Qwen's ``strip_string``, ties to the first seen, and ``""`` (nothing extracted)
-    can win. The rollouts that train (32 of the 64) are chosen in `ray_trainer.py`
-    ``_select_top_k_per_prompt``.
-
-    Args:
-        extracted: (n_votes,) each vote's extracted, normalised answer, in generation order.
-        n_train: how many rollouts train, 1 <= n_train <= n_votes.
-
-    Returns:
-        (label, train_indices): train_indices = [0, 1, ..., n_train − 1].
-
-    Raises:
-        ValueError: no votes, a vote that is not a string, or n_train outside [1, n_votes].
-    """
-    _check_nonempty("ttrl_vote_then_train", extracted)
-    if not all(isinstance(a, str) for a in extracted):
-        raise ValueError("ttrl_vote_then_train: every extracted answer must be a string ('' when none was found)")
-    if not 1 <= n_train <= len(extracted):
-        raise ValueError(f"ttrl_vote_then_train: n_train must be in [1, {len(extracted)}], got {n_train}")
-    label = Counter(extracted).most_common(1)[0][0]
-    # CPMöbius: the first n_train in generation order. The released code keeps the first n_train of each
-    # group after verl's length-balancing reorder over the data-parallel ranks (8 there), an order that
-    # depends on the world size and on the other prompts' lengths.
-    return label, list(range(n_train))
-
-
-def ttrl_rewards(extracted_train: Sequence[str], label: str, equivalent: Equivalent) -> list[float]:
-    """TTRL's reward: 1.0 for a rollout whose answer is equivalent to the voted label, else 0.0.
-
-    Source: TTRL `ttt_metrics.py` `test_time_train_metrics` → `qwen/qwen_eval.py` `qwen_reward_fn`:
-    ``1.0 if grade_answer(answer, label) else 0.0``; no format term. The vote is exact-string
-    (`ttrl_vote_then_train`), the reward lenient (``equivalent``).
-
-    Args:
-        extracted_train: (n_train,) the training rollouts' extracted answers.
-        label: the voted label.
-        equivalent: ``equivalent(given, reference) -> bool`` (TTRL: Qwen's ``math_grade.grade_answer``).
-
-    Returns:
-        (n_train,) rewards in {0.0, 1.0}.
-
-    Raises:
-        ValueError: no rollouts.
-    """
-    _check_nonempty("ttrl_rewards", extracted_train)
-    return [1.0 if equivalent(answer, label) else 0.0 for answer in extracted_train]
