@@ -31,6 +31,7 @@
 # and SEED; 20 steps of a short shape, then base and trained on MATH-500 (500, greedy) and AMC (avg@8), paired.
 # BASE_FROM=results/yardstick_<arm>_seed<k>_<date> pairs the trained model with that folder's base responses
 # (eval/<set>/base/completions.jsonl.gz, same read-outs) instead of generating the base model's again.
+# PLAYER_LR: the Player's learning rate (1e-5, the first design's; the second design's is 1e-6, docs/gpu.md).
 #
 # The GPU step benchmark (benchmarks/bench_step_gpu.py) goes through the same burst with
 # `bench_start` (MODEL=qwen2.5-coder-1.5b; BENCH_ARGS: the benchmark's options), `bench_poll [SECONDS]`
@@ -237,7 +238,7 @@ yardstick_start)  # the real-model yardstick: ARM=cpmobius|random|frozen, SEED (
   esac
   export YARDSTICK=1 MODEL=qwen2.5-coder-1.5b PRESET=qwen2p5_coder_1p5b STEPS=${STEPS_GIVEN:-20} VAL_SET=amc VAL_SIZE=null
   export RUN_ARGS="experiment=paper_qwen_1p5b trainer.n_gpus_per_node=1 warmup.enabled=false seed=${SEED:-1} \
-filter.quota=8 player.n=8 data.max_response_length=1024 player.verl.actor.optim.lr=1e-5 \
+filter.quota=8 player.n=8 data.max_response_length=1024 player.verl.actor.optim.lr=${PLAYER_LR:-1e-5} \
 validation.samples_per_problem=4 trainer.save_freq=$STEPS actor_rollout_ref.actor.checkpoint.save_contents=[model,extra] \
 $arm ${RUN_ARGS:-}"
   if [ -n "${BASE_FROM:-}" ]; then  # copied now: the tree of a later call may be another copy
