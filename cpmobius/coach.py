@@ -295,16 +295,11 @@ def propose_problems(
         the count of each rejection reason.
     """
     batch = coach.generate([coach_prompt(settings.instruction)] * count, n=1)
-    tokenizer, stops = coach.tokenizer, coach.stop_token_ids
+    texts, truncated = coach.decode_responses(batch)  # the one decode path of every policy's rollouts
     problems = []
-    for row in range(count):
-        mask = batch.batch["response_mask"][row].bool()
-        ids = batch.batch["responses"][row][mask].tolist()
-        finished = bool(ids) and ids[-1] in stops
-        problem = read_problem(
-            tokenizer.decode(ids, skip_special_tokens=True), truncated=not finished, settings=settings
-        )
-        problem.coach_row, problem.response_tokens = row, len(ids)
+    for row, (text, cut) in enumerate(zip(texts, truncated)):
+        problem = read_problem(text, truncated=cut, settings=settings)
+        problem.coach_row, problem.response_tokens = row, int(batch.batch["response_mask"][row].sum())
         problems.append(problem)
     # CPMöbius: near-duplicates in one batch, or of ``seen``, are dropped; the released code keeps them.
     mark_duplicates(problems, settings.duplicate_similarity, seen)

@@ -28,38 +28,13 @@ def load_script():
     return load
 
 
-class _ScriptedTokenizer:
-    def __init__(self, texts: list[str]) -> None:
-        self.texts = texts
-
-    def decode(self, ids, skip_special_tokens=True):
-        return self.texts[ids[0]]
-
-
-class _ScriptedBatch:
-    def __init__(self, rows: int, stop: int) -> None:
-        import torch
-
-        self.batch = {"responses": torch.tensor([[i, stop] for i in range(rows)]), "response_mask": torch.ones(rows, 2)}
-
-
-class _ScriptedCoach:
-    """A Coach `Policy` stand-in for `cpmobius.coach.propose_problems`: row i of every batch decodes to
-    texts[i], finished by the stop token."""
-
-    stop_token_ids = (99,)
-
-    def __init__(self, texts: list[str]) -> None:
-        self.tokenizer = _ScriptedTokenizer(texts)
-
-    def generate(self, prompts, n=1):
-        return _ScriptedBatch(len(prompts), self.stop_token_ids[0])
-
-
 @pytest.fixture
 def scripted_coach():
-    """``scripted_coach(texts)``: a Coach whose batch rows are the given responses, in order."""
-    return _ScriptedCoach
+    """``scripted_coach(texts)``: a Coach (`stand_ins.ScriptedPolicy`) whose batch rows are the given responses,
+    in order, each finished (not cut at the length limit)."""
+    from stand_ins import ScriptedPolicy
+
+    return lambda texts: ScriptedPolicy(lambda prompt, i: [texts[i]])
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,5 +1,6 @@
-"""A policy stand-in for the methods' tests (tests/test_methods.py, tests/test_rzero.py): scripted samples, no
-Ray, no model. It answers what the loop, the fixed pool and R-Zero's schedule ask of a `TrainedPolicy`."""
+"""The policy stand-in of the tests: scripted samples, no Ray, no model. It is a whole `TrainedPolicy`
+(`tests/test_stand_ins.py` holds it against the protocol), so the loop, the Coach's candidates, the fixed pool and
+R-Zero's schedule can all be driven by it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ class ScriptedPolicy:
 
     max_prompt_tokens = 10_000
     uses_reference = False
+    tokenizer = None  # nothing here decodes token ids: `decode_responses` reads the scripted texts
+    stop_token_ids: set[int] = set()
 
     def __init__(
         self, script: Callable[[str, int], list[str]], entropies: Optional[dict[str, torch.Tensor]] = None
@@ -33,6 +36,7 @@ class ScriptedPolicy:
         self.global_steps = self.generation_calls = 0
         self.generated: list[tuple[list[str], int]] = []
         self.updated: DataProto | None = None
+        self.saved: list[str] = []
 
     def activate(self) -> None:
         pass
@@ -58,6 +62,9 @@ class ScriptedPolicy:
     def count_prompt_tokens(self, prompts):
         return [10] * len(prompts)
 
+    def prompt_token_ids(self, prompts):
+        return [list(range(10)) for _ in prompts]
+
     def compute_log_probs(self, batch):
         """(B, 2) zero log-probs and each row's scripted entropies (by prompt and place in its group), or zeros."""
         rows = batch.batch["row"].tolist()
@@ -67,6 +74,17 @@ class ScriptedPolicy:
         questions = batch.non_tensor_batch["question"]
         return torch.zeros(len(rows), 2), torch.stack([self.entropies[q][r % n] for q, r in zip(questions, rows)])
 
+    def compute_ref_log_probs(self, batch):
+        return torch.zeros(len(batch), 2)
+
     def update(self, batch):
         self.updated = batch
+        self.global_steps += 1
         return {"actor/pg_loss": 0.0}
+
+    def save(self, path):
+        self.saved.append(path)
+
+    def load(self, path, global_steps=None):
+        if global_steps is not None:
+            self.global_steps = global_steps

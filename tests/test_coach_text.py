@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-import torch
+from stand_ins import ScriptedPolicy
 
 from cpmobius.coach import EXTRACTED_KINDS, REJECT_REASONS, find_problem_fault, propose_problems, read_problem
 from cpmobius.coach_text import extract_problem, is_refusal, is_worked_solution
@@ -20,22 +20,9 @@ from cpmobius.metrics import filter_metrics
 from cpmobius.settings import CoachSettings
 
 
-class _Coach:
-    """A Coach `Policy` stand-in: row i of every batch decodes to texts[i], finished by the stop token 99."""
-
-    stop_token_ids = (99,)
-
-    def __init__(self, texts: list[str]) -> None:
-        self.texts = texts
-        self.tokenizer = self
-
-    def decode(self, ids, skip_special_tokens=True):
-        return self.texts[ids[0]]
-
-    def generate(self, prompts, n=1):
-        rows = len(prompts)
-        batch = {"responses": torch.tensor([[i, 99] for i in range(rows)]), "response_mask": torch.ones(rows, 2)}
-        return type("Batch", (), {"batch": batch})()
+def _Coach(texts: list[str]) -> ScriptedPolicy:
+    """A Coach whose batch row i is texts[i], finished (the shared stand-in, `stand_ins.ScriptedPolicy`)."""
+    return ScriptedPolicy(lambda prompt, i: [texts[i]])
 
 
 # (response, the problem that remains, what was cut)
