@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from stand_ins import ScriptedPolicy
 
 from cpmobius import checkpoint
 from cpmobius.loop import CoachPlayerLoop
@@ -21,33 +22,22 @@ from cpmobius.validation import ValidationSet
 PROBLEMS = 20  # validation accuracy moves in steps of 0.05
 
 
-class Guard:
-    switches = 0
-
-
-class ScriptedPlayer:
-    """A Player whose weights are one number w: it answers round(w·20) of the 20 problems right.
-
-    ``noise`` holds extra accuracy for the next validation passes (a lucky or unlucky sample).
-    """
+class ScriptedPlayer(ScriptedPolicy):
+    """A Player whose weights are one number w: it answers round(w·20) of the 20 problems right; its checkpoints
+    hold w. ``noise`` holds extra accuracy for the next validation passes (a lucky or unlucky sample)."""
 
     def __init__(self, weight: float) -> None:
+        super().__init__(self.answers)
         self.weight, self.noise = weight, []
-        self.global_steps = self.generation_calls = 0
-        self.guard = Guard()
         self.loads: list[float] = []
-
-    def activate(self) -> None:
-        pass
 
     def generate(self, prompts, n=1, validate=False, greedy=False):
         accuracy = self.weight + (self.noise.pop(0) if self.noise else 0.0)
-        right = round(accuracy * PROBLEMS)
-        self._texts = ["\\boxed{1}"] * right + ["\\boxed{0}"] * (len(prompts) * n - right)
-        return type("Batch", (), {"batch": {"response_mask": _ones(len(prompts) * n)}})()
+        self.right = round(accuracy * PROBLEMS)  # of this pass's rows, in order
+        return super().generate(prompts, n, validate, greedy)
 
-    def decode_responses(self, batch):
-        return self._texts, [False] * len(self._texts)
+    def answers(self, prompt: str, index: int) -> list[str]:
+        return ["\\boxed{1}" if index < self.right else "\\boxed{0}"]
 
     def save(self, path: str) -> None:
         Path(path).mkdir(parents=True)
@@ -56,12 +46,6 @@ class ScriptedPlayer:
     def load(self, path: str, global_steps=None) -> None:
         self.weight = json.loads((Path(path) / "w.json").read_text())
         self.loads.append(self.weight)
-
-
-def _ones(rows: int):
-    import torch
-
-    return torch.ones(rows, 3)
 
 
 def make_loop(tmp_path, weights: list[float], noise: dict[int, float] | None = None, patience: int = 2):
