@@ -66,10 +66,12 @@ class ScriptedPolicy:
         return [list(range(10)) for _ in prompts]
 
     def compute_log_probs(self, batch):
-        """(B, 2) zero log-probs and each row's scripted entropies (by prompt and place in its group), or zeros."""
-        rows = batch.batch["row"].tolist()
+        """(B, response length) zero log-probs and each row's scripted entropies (by prompt and place in its group),
+        or zeros."""
+        shape = batch.batch["response_mask"].shape  # (B, response length), whoever built the batch
         if self.entropies is None:
-            return torch.zeros(len(rows), 2), torch.zeros(len(rows), 2)
+            return torch.zeros(shape), torch.zeros(shape)
+        rows = batch.batch["row"].tolist()
         n = len(next(iter(self.entropies.values())))
         questions = batch.non_tensor_batch["question"]
         return torch.zeros(len(rows), 2), torch.stack([self.entropies[q][r % n] for q, r in zip(questions, rows)])

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
+from stand_ins import ScriptedPolicy
 from verl import DataProto
 
 from cpmobius.coach import Problem
@@ -28,37 +29,22 @@ PASS_RATES = (0.5, 0.75)
 MEASURED = {1: 0.05, 2: 0.04, 3: 0.03, 4: 0.02, 5: 0.01, 6: 0.015}  # Δt measured at step t
 
 
-class ScriptedPolicy:
-    """A policy with no model: validation answers are all correct; an update records its advantages."""
-
-    uses_reference = False
+class RecordingPolicy(ScriptedPolicy):
+    """The shared stand-in, every answer ``\\boxed{1}`` (validation all correct), sharing one engine guard with the
+    other policy; an update records its advantages (R_i of each Coach row)."""
 
     def __init__(self, guard: EngineGuard) -> None:
-        self.guard, self.global_steps, self.generation_calls = guard, 0, 0
+        super().__init__(lambda prompt, i: ["\\boxed{1}"] * 64)
+        self.guard = guard
         self.updates: list[list[float]] = []
 
-    def activate(self) -> None:
-        pass
-
-    def generate(self, prompts, n=1, validate=False, greedy=False):
-        return type("Batch", (), {"batch": {"response_mask": torch.ones(len(prompts) * n, 3)}})()
-
-    def decode_responses(self, batch):
-        rows = len(batch.batch["response_mask"])
-        return ["\\boxed{1}"] * rows, [False] * rows
-
-    def compute_log_probs(self, batch):
-        return torch.zeros(batch.batch["response_mask"].shape), None
-
     def update(self, batch) -> dict:
-        self.updates.append(batch.batch["advantages"][:, 0].tolist())  # R_i of each Coach row
-        return {}
+        self.updates.append(batch.batch["advantages"][:, 0].tolist())
+        return super().update(batch)
 
     def save(self, path: str) -> None:
         Path(path).mkdir(parents=True)
-
-    def load(self, path: str, global_steps=None) -> None:
-        self.global_steps = global_steps
+        super().save(path)
 
 
 def kept_problems() -> KeptProblems:
@@ -83,7 +69,7 @@ def make_loop(run_dir: Path, total_steps: int, coach: dict) -> tuple[CoachPlayer
         OmegaConf.create({"coach": coach, "validation": {}, "player": {"n": N, "answer_format": "template"}})
     )
     guard = EngineGuard()
-    loop = CoachPlayerLoop(cfg, settings, ScriptedPolicy(guard), ScriptedPolicy(guard), val_set=VAL_SET)
+    loop = CoachPlayerLoop(cfg, settings, RecordingPolicy(guard), RecordingPolicy(guard), val_set=VAL_SET)
     logged: list[dict] = []
 
     def scripted_step() -> dict:
