@@ -15,7 +15,8 @@ from cpmobius.engine.sharing import EngineGuard
 
 class ScriptedPolicy:
     """A policy whose samples are scripted: ``script(prompt_text, index)`` gives the texts of the index-th prompt's
-    group, in order (the first n are used). Records its generate calls and the batch it was last updated on.
+    group, in order (the first n are used). Records its activations, its generate calls and the batch it was last
+    updated on.
 
     Args:
         script: the group's texts for a prompt's last message and its place in the call.
@@ -33,13 +34,13 @@ class ScriptedPolicy:
     ) -> None:
         self.script, self.entropies = script, entropies
         self.guard = EngineGuard()
-        self.global_steps = self.generation_calls = 0
+        self.global_steps = self.generation_calls = self.activations = 0
         self.generated: list[tuple[list[str], int]] = []
         self.updated: DataProto | None = None
         self.saved: list[str] = []
 
     def activate(self) -> None:
-        pass
+        self.activations += 1
 
     def generate(self, prompts, n=1, validate=False, greedy=False):
         texts_in = [p[-1]["content"] for p in prompts]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import numpy as np
 import pytest
 import torch
+from stand_ins import ScriptedPolicy
 from verl import DataProto
 
 from cpmobius import filter_stage
@@ -32,35 +32,14 @@ def coach_rows(count: int, first: int) -> DataProto:
     )
 
 
-class StubPlayer:
-    """Answers problem "q<i> agree=<k>": k of its n rollouts say 7, the others 100, 101, ... (one each)."""
+def StubPlayer() -> ScriptedPolicy:
+    """Answers problem "q<i> agree=<k>": k of its N rollouts say 7, the others 100, 101, ... (one each)."""
 
-    max_prompt_tokens = 1000
+    def answers(problem: str, index: int) -> list[str]:
+        agree = int(problem.split("agree=")[1])
+        return [r"\boxed{7}" if i < agree else rf"\boxed{{{100 + i}}}" for i in range(N)]
 
-    def __init__(self) -> None:
-        self.activations = 0
-
-    def activate(self) -> None:
-        self.activations += 1
-
-    def count_prompt_tokens(self, prompts):
-        return [10 for _ in prompts]
-
-    def generate(self, prompts, n):
-        texts = [messages[-1]["content"] for messages in prompts for _ in range(n)]
-        return DataProto.from_dict(
-            tensors={"response_mask": torch.ones(len(texts), 3)},
-            non_tensors={"problem": np.array(texts, dtype=object)},
-            meta_info={"temperature": 1.0},
-        )
-
-    def decode_responses(self, batch):
-        problems = batch.non_tensor_batch["problem"]
-        texts = []
-        for start in range(0, len(problems), N):
-            agree = int(problems[start].split("agree=")[1])
-            texts += [r"\boxed{7}" if i < agree else rf"\boxed{{{100 + i}}}" for i in range(N)]
-        return texts, [False] * len(texts)
+    return ScriptedPolicy(answers)
 
 
 class ScriptedCoach:
@@ -125,7 +104,7 @@ def test_attempts_band_surplus_and_totals(monkeypatch, tmp_path):
     assert coach.batches == [4, 2]
     assert [p.text for p in kept.problems] == ["q3 agree=3", "q4 agree=4"]
     assert [o.pass_rate for o in kept.outcomes] == [3 / 5, 4 / 5]
-    assert len(kept.player_batch) == 2 * N and list(kept.player_batch.non_tensor_batch["problem"][::N]) == [
+    assert len(kept.player_batch) == 2 * N and list(kept.player_batch.non_tensor_batch["question"][::N]) == [
         "q3 agree=3",
         "q4 agree=4",
     ]
@@ -137,8 +116,8 @@ def test_attempts_band_surplus_and_totals(monkeypatch, tmp_path):
     assert m["filter/kept_frac"] == 2 / 5 and m["coach/reserve_unused"] == 0
     # accepted counts the surplus: 2 kept + 1 surplus
     assert f.totals == {"kept": 2, "groups": 5, "attempts": 2, "candidates": 6, "accepted": 3}
-    # Coach: 6 rows x 2 tokens; Player: 5 groups x 5 rollouts x 3 tokens
-    assert tokens == {"coach": 12, "player_rollouts": 75}
+    # Coach: 6 rows x 2 tokens; Player: 5 groups x 5 rollouts x 2 tokens (the stand-in's response length)
+    assert tokens == {"coach": 12, "player_rollouts": 50}
     rows = archived(tmp_path, 1)
     assert [(r["text"], r["attempt"], r.get("kept")) for r in rows] == [
         ("q1 agree=empty", 1, None),
