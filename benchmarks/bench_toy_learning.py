@@ -37,8 +37,9 @@ Usage:
 
 A finished run folder is not run again, so an interrupted benchmark continues where it stopped with the same
 ``--out``. A measurement that spans several machines keeps its finished runs in ``--archive DIR`` (one
-``<variant>_seed<s>.jsonl.gz`` of each run's per-step metrics, about 20 KB, small enough to commit): a run found
-there is restored into ``--out`` and not run again, so a fresh machine with an empty ``--out`` goes on where the last
+``<vendor>/<variant>_seed<s>.jsonl.gz`` of each run's per-step metrics, about 16 KB, small enough to commit; the
+toy's figures depend on the CPU's vendor, so each vendor has its own): a run found there is restored into ``--out``
+and not run again, so a fresh machine with an empty ``--out`` goes on where the last
 one stopped (``results/toy_delta_t_steering_2026-12-06/`` is such a folder).
 """
 
@@ -394,6 +395,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     args.overrides = overrides
 
     if args.archive is not None:
+        from cpmobius.cpu_kernels import cpu_vendor
+
+        # The toy's figures depend on the CPU's vendor (docs/toy.md, "Reading the run"): one archive per vendor.
+        args.archive = args.archive / cpu_vendor()
         for variant in args.variants:
             for seed in args.seeds:
                 restore_run(args.out / f"{variant}_seed{seed}", args.archive)

@@ -102,7 +102,9 @@ def cpu_kernels(environ: Mapping[str, str] = os.environ) -> str:
     The parts: the machine's architecture and CPU vendor, torch's version and the instruction set of the
     kernels it chose (``torch.backends.cpu.get_cpu_capability()``; set by ``ATEN_CPU_CAPABILITY``), its BLAS
     with MKL's code branch (``MKL_CBWR``; ``auto`` when unset: by vendor and instruction set), and its
-    intra-op thread count. `numerics_of` drops the vendor, which the portable kernels make irrelevant.
+    intra-op thread count. The vendor belongs to the line: on the same portable kernels an AMD EPYC gives the
+    default run another table than an Intel Xeon does (measured 2026-12-06, from step 0: the pretrained models
+    differ), so a table holds for the vendor that made it.
     """
     import torch
 
@@ -111,15 +113,3 @@ def cpu_kernels(environ: Mapping[str, str] = os.environ) -> str:
         f"{platform.machine()} {cpu_vendor()}, torch {torch.__version__} kernels "
         f"{torch.backends.cpu.get_cpu_capability()}, BLAS {blas}, {torch.get_num_threads()} threads"
     )
-
-
-def numerics_of(line: str) -> str:
-    """A `cpu_kernels` line without the CPU's vendor when it names the portable kernels (torch's DEFAULT,
-    MKL's COMPATIBLE, 2 threads: the same figures on any x86-64 CPU, whoever made it); the whole line
-    otherwise."""
-    machine, _, rest = line.partition(", ")
-    parts = rest.split(", ")
-    portable = parts[1:] == ["BLAS mkl COMPATIBLE", f"{PORTABLE_KERNELS['OMP_NUM_THREADS']} threads"]
-    if machine.startswith("x86_64 ") and parts[0].endswith(" kernels DEFAULT") and portable:
-        return ", ".join(["x86_64", *parts])
-    return line

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from cpmobius.config import compose_config
-from cpmobius.cpu_kernels import PORTABLE_KERNELS, cpu_kernels, cpu_vendor, hold_portable_kernels, numerics_of
+from cpmobius.cpu_kernels import PORTABLE_KERNELS, cpu_kernels, cpu_vendor, hold_portable_kernels
 from cpmobius.engine.config import worker_env_vars
 from cpmobius.toy.world import PretrainSpec
 
@@ -34,21 +34,6 @@ def test_the_line_names_torch_its_kernels_mkls_branch_and_threads(monkeypatch):
         assert "BLAS mkl auto," in line and "BLAS mkl COMPATIBLE," in cpu_kernels({"MKL_CBWR": "COMPATIBLE"})
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
     assert cpu_kernels().endswith("3 threads")
-
-
-def test_the_numerics_of_a_line_drop_vendor_and_threads_only_for_the_portable_kernels():
-    amd = "x86_64 AuthenticAMD, torch 2.13.0+cpu kernels DEFAULT, BLAS mkl COMPATIBLE, 2 threads"
-    intel = "x86_64 GenuineIntel, torch 2.13.0+cpu kernels DEFAULT, BLAS mkl COMPATIBLE, 2 threads"
-    assert (
-        numerics_of(amd)
-        == numerics_of(intel)
-        == "x86_64, torch 2.13.0+cpu kernels DEFAULT, BLAS mkl COMPATIBLE, 2 threads"
-    )
-    assert numerics_of(amd.replace(" 2 threads", " 16 threads")) == amd.replace(" 2 threads", " 16 threads")
-    native = "x86_64 GenuineIntel, torch 2.13.0+cpu kernels AVX512, BLAS mkl auto, 2 threads"
-    assert numerics_of(native) == native and numerics_of(native.replace("Genuine", "x")) != numerics_of(native)
-    arm = "arm64 Apple, torch 2.13.0 kernels DEFAULT, BLAS other, 8 threads"
-    assert numerics_of(arm) == arm
 
 
 def test_a_cpu_run_holds_every_process_to_the_portable_kernels_and_a_gpu_run_does_not():

@@ -21,6 +21,8 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 def run_main(out_dir: Path | None, model_cache: Path, *overrides: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     """A toy run in ``out_dir``, or (None) in the folder the run names itself under ``cwd``."""
     folders = [f"trainer.default_local_dir={out_dir}", "hydra.run.dir=" + str(out_dir / "hydra")] if out_dir else []
+    method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "cpmobius")
+    per_step = [] if method == "cpmobius" else ["method.prompts_per_step=4"]  # a key of the baselines only
     command = [
         sys.executable,
         "-m",
@@ -28,7 +30,7 @@ def run_main(out_dir: Path | None, model_cache: Path, *overrides: str, cwd: Path
         f"model.cache_dir={model_cache}",
         *folders,
         "validation.size=8",
-        "method.prompts_per_step=4",
+        *per_step,
         *overrides,
     ]
     done = subprocess.run(command, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=900)
