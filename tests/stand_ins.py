@@ -1,10 +1,13 @@
 """The policy stand-in of the tests: scripted samples, no Ray, no model. It is a whole `TrainedPolicy`
-(`tests/test_stand_ins.py` holds it against the protocol), so the loop, the Coach's candidates, the fixed pool and
-R-Zero's schedule can all be driven by it."""
+(`tests/test_stand_ins.py` holds it against the protocol), so the loop, the Coach's candidates, the fixed pool,
+R-Zero's schedule, validation and the checkpoints can all be driven by it."""
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 import torch
@@ -15,36 +18,65 @@ from cpmobius.engine.sharing import EngineGuard
 
 class ScriptedPolicy:
     """A policy whose samples are scripted: ``script(prompt_text, index)`` gives the texts of the index-th prompt's
-    group, in order (the first n are used). Records its activations, its generate calls and the batch it was last
-    updated on.
+    group, in order (the first n are used). Records its activations, its generate calls, the batch it was last
+    updated on, its saves and its loads.
 
     Args:
         script: the group's texts for a prompt's last message and its place in the call.
         entropies: per prompt text, the (n, 2) token entropies `compute_log_probs` returns for its group's rows
             (by place in the group); zeros when None.
+        name: the policy's name in its `guard`'s history ("coach", "player").
+        guard: the `EngineGuard` it wakes through, shared with the other policy as the real ones share theirs; its
+            own when None.
+        truncated: the texts decoded as cut at the length limit (`decode_responses`' second list).
+        token_prob: the probability of every response token under the teacher-forced pass (`compute_log_probs`).
+        tokenizer: what `prompt_token_ids` renders prompts with (``apply_chat_template``); ten ids a prompt when None.
+        weight: the one number its checkpoint holds: `save` writes it to ``<path>/policy.json``, `load` reads it back.
+        save_error: raised by `save` after the file is written (a full disk, a process killed mid-save).
     """
 
     max_prompt_tokens = 10_000
     uses_reference = False
-    tokenizer = None  # nothing here decodes token ids: `decode_responses` reads the scripted texts
     stop_token_ids: set[int] = set()
 
     def __init__(
-        self, script: Callable[[str, int], list[str]], entropies: Optional[dict[str, torch.Tensor]] = None
+        self,
+        script: Callable[[str, int], list[str]],
+        entropies: Optional[dict[str, torch.Tensor]] = None,
+        *,
+        name: str = "policy",
+        guard: Optional[EngineGuard] = None,
+        truncated: Iterable[str] = (),
+        token_prob: float = 1.0,
+        tokenizer: Any = None,
+        weight: float = 0.0,
+        save_error: Optional[BaseException] = None,
     ) -> None:
         self.script, self.entropies = script, entropies
-        self.guard = EngineGuard()
+        self.name, self.guard = name, guard if guard is not None else EngineGuard()
+        self.truncated, self.token_prob, self.tokenizer = set(truncated), token_prob, tokenizer
+        self.weight, self.save_error = weight, save_error
         self.global_steps = self.generation_calls = self.activations = 0
-        self.generated: list[tuple[list[str], int]] = []
+        self.generated: list[tuple[list[str], int]] = []  # each call's prompts (last messages) and n
+        self.prompts: list[list[list[dict]]] = []  # each call's whole chat prompts
         self.updated: DataProto | None = None
         self.saved: list[str] = []
+        self.loaded: list[str] = []
 
     def activate(self) -> None:
+        """Wakes through the guard as `Policy.activate` does (the other policy is put to sleep)."""
         self.activations += 1
+        if self.guard.awake is not self:
+            self.guard.before_wake(self)
+            self.guard.after_wake(self)
+
+    def deactivate(self) -> None:
+        self.guard.after_sleep(self)
 
     def generate(self, prompts, n=1, validate=False, greedy=False):
         texts_in = [p[-1]["content"] for p in prompts]
         self.generated.append((texts_in, n))
+        self.prompts.append([list(p) for p in prompts])
         groups = [self.script(text, i)[:n] for i, text in enumerate(texts_in)]
         texts = [text for group in groups for text in group]
         return DataProto.from_dict(
@@ -58,20 +90,24 @@ class ScriptedPolicy:
         )
 
     def decode_responses(self, batch):
-        return list(batch.non_tensor_batch["text"]), [False] * len(batch)
+        texts = list(batch.non_tensor_batch["text"])
+        return texts, [text in self.truncated for text in texts]
 
     def count_prompt_tokens(self, prompts):
         return [10] * len(prompts)
 
     def prompt_token_ids(self, prompts):
-        return [list(range(10)) for _ in prompts]
+        if self.tokenizer is None:
+            return [list(range(10)) for _ in prompts]
+        kwargs = dict(add_generation_prompt=True, tokenize=True, return_dict=False)
+        return [list(self.tokenizer.apply_chat_template(p, **kwargs)) for p in prompts]
 
     def compute_log_probs(self, batch):
-        """(B, response length) zero log-probs and each row's scripted entropies (by prompt and place in its group),
-        or zeros."""
-        shape = batch.batch["response_mask"].shape  # (B, response length), whoever built the batch
+        """(B, response length) log-probs of ``log(token_prob)`` on the response mask, and each row's scripted
+        entropies (by prompt and place in its group), or zeros."""
+        mask = batch.batch["response_mask"].float()  # (B, response length), whoever built the batch
         if self.entropies is None:
-            return torch.zeros(shape), torch.zeros(shape)
+            return mask * math.log(self.token_prob), torch.zeros_like(mask)
         rows = batch.batch["row"].tolist()
         n = len(next(iter(self.entropies.values())))
         questions = batch.non_tensor_batch["question"]
@@ -87,7 +123,18 @@ class ScriptedPolicy:
 
     def save(self, path):
         self.saved.append(path)
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / "policy.json").write_text(json.dumps({"weight": self.weight}))
+        if self.save_error is not None:
+            raise self.save_error
 
     def load(self, path, global_steps=None):
+        self.loaded.append(path)
+        self.weight = json.loads((Path(path) / "policy.json").read_text())["weight"]
         if global_steps is not None:
             self.global_steps = global_steps
+
+
+def not_sampled(prompt: str, index: int) -> list[str]:
+    """The script of a stand-in whose samples a test makes otherwise (a stage it replaces): being sampled fails."""
+    raise AssertionError(f"the stand-in was asked to sample for {prompt!r}")

@@ -9,6 +9,7 @@ Qwen2.5-Coder-0.5B-Instruct answered "12 + 35 = 47", unboxed. With ``auto`` ever
 from __future__ import annotations
 
 import pytest
+from stand_ins import ScriptedPolicy
 
 from cpmobius.config import ConfigError, compose_config
 from cpmobius.eval.data import default_data_dir, encode_prompt, render_prompt
@@ -190,28 +191,12 @@ def test_bad_values_are_refused():
 
 def test_training_and_validation_carry_the_same_instruction():
     # With the instruction: the filter's rollouts and the Δt validation pass send identical prompts
-    import torch
 
     from cpmobius.difficulty_filter import roll_out_and_filter
     from cpmobius.settings import FilterSettings, ValidationSettings
     from cpmobius.validation import ValidationSet, measure_accuracy
 
-    class Player:
-        prompts: list = []
-
-        def activate(self):
-            pass
-
-        def generate(self, prompts, n=1, validate=False, greedy=False):
-            self.prompts.append([list(p) for p in prompts])
-            return type(
-                "Batch", (), {"batch": {"response_mask": torch.ones(len(prompts) * n, 2)}, "rows": len(prompts) * n}
-            )()
-
-        def decode_responses(self, batch):
-            return ["\\boxed{47}"] * batch.rows, [False] * batch.rows
-
-    player = Player()
+    player = ScriptedPolicy(lambda question, i: ["\\boxed{47}"] * 4)
     prompt = PlayerPrompt(None, BOXED_INSTRUCTION)
     roll_out_and_filter(player, [PROBLEM], 4, FilterSettings(enabled=False), prompt)
     measure_accuracy(player, ValidationSet("v", ["0"], [PROBLEM], ["47"]), ValidationSettings(), prompt)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
+from stand_ins import ScriptedPolicy, not_sampled
 from test_checkpoint_space import paper_shape_config as paper_shape
 
 from cpmobius import checkpoint
@@ -38,15 +39,16 @@ REPO = Path(__file__).resolve().parents[1]
 SHARDS = ("model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt", "extra_state_world_size_1_rank_0.pt")
 
 
-class ShardPolicy:
-    """Saves what verl's FSDP checkpoint manager saves for one rank (three torch.save files, a huggingface/
-    folder); records every load, which is where verl unpickles."""
+class ShardPolicy(ScriptedPolicy):
+    """The tests' stand-in saving what verl's FSDP checkpoint manager saves for one rank (three torch.save files,
+    a huggingface/ folder) instead of its one JSON file; records every load, which is where verl unpickles."""
 
     def __init__(self, weight: float, optimizer: bool = True) -> None:
-        self.weight, self.optimizer = weight, optimizer
-        self.global_steps, self.generation_calls, self.loads = 0, 0, []
+        super().__init__(not_sampled, weight=weight)
+        self.optimizer = optimizer
 
     def save(self, path: str) -> None:
+        self.saved.append(path)
         folder = Path(path)
         (folder / "huggingface").mkdir(parents=True)
         (folder / "huggingface" / "config.json").write_text("{}")
@@ -56,8 +58,10 @@ class ShardPolicy:
         torch.save({"lr_scheduler": None}, folder / SHARDS[2])
 
     def load(self, path: str, global_steps=None) -> None:
-        self.loads.append(path)
+        self.loaded.append(path)
         self.weight = float(torch.load(Path(path) / SHARDS[0], weights_only=True)["w"][0, 0])
+        if global_steps is not None:
+            self.global_steps = global_steps
 
 
 def save(root: Path, step: int, optimizer: bool = True) -> Path:
@@ -207,7 +211,7 @@ def test_load_checkpoint_refuses_a_broken_folder_before_any_policy_loads(tmp_pat
     coach, player = ShardPolicy(0.0), ShardPolicy(0.0)
     with pytest.raises(checkpoint.CheckpointCorruptError):
         checkpoint.load_checkpoint(folder, {"coach": coach, "player": player})
-    assert coach.loads == [] and player.loads == []
+    assert coach.loaded == [] and player.loaded == []
 
 
 def as_written_before_manifests(folder):

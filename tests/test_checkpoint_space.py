@@ -8,13 +8,13 @@ one-line stop of a save that fails anyway.
 from __future__ import annotations
 
 import errno
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from stand_ins import ScriptedPolicy, not_sampled
 
 from cpmobius import checkpoint
 from cpmobius.checkpoint_space import (
@@ -197,32 +197,22 @@ def test_a_too_small_disk_stops_the_default_run_before_any_model_loads(tmp_path)
     assert not cache.exists()  # no toy model was built
 
 
-class FullDiskPolicy:
-    """A policy whose save writes part of its file, then fails as a full disk does."""
-
-    def __init__(self, weight: float, full: bool = False) -> None:
-        self.weight, self.full, self.global_steps, self.generation_calls = weight, full, 0, 0
-
-    def save(self, path: str) -> None:
-        Path(path).mkdir(parents=True)
-        (Path(path) / "weights.json").write_text(json.dumps(self.weight))
-        if self.full:
-            raise OSError(errno.ENOSPC, "No space left on device", str(Path(path) / "optim.pt"))
-
-    def load(self, path: str, global_steps=None) -> None:
-        self.weight = json.loads((Path(path) / "weights.json").read_text())
+def disk_policy(weight: float, full: bool = False) -> ScriptedPolicy:
+    """A policy whose save writes its file and then, on a ``full`` disk, fails as a full disk does."""
+    error = OSError(errno.ENOSPC, "No space left on device", "optim.pt") if full else None
+    return ScriptedPolicy(not_sampled, weight=weight, save_error=error)
 
 
 def test_a_save_on_a_full_disk_keeps_the_previous_checkpoint_and_says_so_in_one_line(tmp_path):
     state = {"step": 1, "policies": {n: {"global_steps": 1, "generation_calls": 0} for n in ("coach", "player")}}
     checkpoint.save_checkpoint(
-        tmp_path, 1, {"coach": FullDiskPolicy(1.0), "player": FullDiskPolicy(1.0)}, state, OmegaConf.create({}), keep=1
+        tmp_path, 1, {"coach": disk_policy(1.0), "player": disk_policy(1.0)}, state, OmegaConf.create({}), keep=1
     )
     with pytest.raises(checkpoint.CheckpointSaveError) as failed:
         checkpoint.save_checkpoint(
             tmp_path,
             2,
-            {"coach": FullDiskPolicy(2.0), "player": FullDiskPolicy(2.0, full=True)},
+            {"coach": disk_policy(2.0), "player": disk_policy(2.0, full=True)},
             {**state, "step": 2},
             OmegaConf.create({}),
             keep=1,
@@ -232,6 +222,6 @@ def test_a_save_on_a_full_disk_keeps_the_previous_checkpoint_and_says_so_in_one_
     assert not (tmp_path / ".global_step_2.partial").exists()  # the half-written copy's space is given back
     latest = checkpoint.find_latest_checkpoint(tmp_path)
     assert latest == tmp_path / "global_step_1"
-    player = FullDiskPolicy(0.0)
-    assert checkpoint.load_checkpoint(latest, {"coach": FullDiskPolicy(0.0), "player": player})["step"] == 1
+    player = disk_policy(0.0)
+    assert checkpoint.load_checkpoint(latest, {"coach": disk_policy(0.0), "player": player})["step"] == 1
     assert player.weight == 1.0

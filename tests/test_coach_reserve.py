@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 import torch
+from stand_ins import ScriptedPolicy, not_sampled
 from verl import DataProto
 
 from cpmobius import filter_stage
@@ -21,26 +22,6 @@ from cpmobius.settings import load_settings
 from cpmobius.validation import ValidationSet
 
 N = 2  # rollouts per problem
-
-
-class StandInPolicy:
-    """What `DifficultyFilter.collect` uses of a `Policy`: activation through the shared `EngineGuard`."""
-
-    def __init__(self, name: str, guard: EngineGuard) -> None:
-        self.name, self.guard = name, guard
-
-    def activate(self) -> None:
-        if self.guard.awake is not self:
-            self.guard.before_wake(self)
-            self.guard.after_wake(self)
-
-    def deactivate(self) -> None:
-        self.guard.after_sleep(self)
-
-    max_prompt_tokens = 10_000
-
-    def count_prompt_tokens(self, prompts):
-        return [10 for _ in prompts]
 
 
 def rows(count: int, label: float) -> DataProto:
@@ -89,8 +70,8 @@ def make_loop(tmp_path, monkeypatch):
         loop = CoachPlayerLoop(
             cfg,
             load_settings(cfg),
-            StandInPolicy("coach", guard),
-            StandInPolicy("player", guard),
+            ScriptedPolicy(not_sampled, name="coach", guard=guard),  # the Coach writes through `propose`
+            ScriptedPolicy(not_sampled, name="player", guard=guard),  # the Player answers through `roll_out`
             val_set=ValidationSet("none", [], [], []),
         )
         return loop

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from omegaconf import OmegaConf
+from stand_ins import ScriptedPolicy
 
 from cpmobius.config import ConfigError, compose_config, validate_run_config
 from cpmobius.engine.config import build_policy_configs
@@ -20,21 +20,9 @@ RETRACTED = "My first guess is \\boxed{5}. Let me recheck: 2 + 3 is not what was
 # =========================================================================== Δt validation (truncated samples)
 
 
-class FakePlayer:
-    """Answers every prompt with the given (text, truncated) samples, in order."""
-
-    def __init__(self, samples: list[tuple[str, bool]]) -> None:
-        self.samples = samples
-
-    def activate(self) -> None:
-        pass
-
-    def generate(self, prompts, n=1, validate=False, greedy=False):
-        assert len(prompts) * n == len(self.samples)
-        return type("Batch", (), {"batch": {"response_mask": torch.ones(len(self.samples), 3)}})()
-
-    def decode_responses(self, batch):
-        return [text for text, _ in self.samples], [cut for _, cut in self.samples]
+def answering(samples: list[tuple[str, bool]]) -> ScriptedPolicy:
+    """A Player answering every prompt with the given (text, truncated) samples, in order."""
+    return ScriptedPolicy(lambda prompt, i: [text for text, _ in samples], truncated={t for t, cut in samples if cut})
 
 
 @pytest.mark.parametrize(
@@ -48,7 +36,7 @@ class FakePlayer:
 def test_validation_gives_a_truncated_sample_no_answer(samples, accuracy, no_answer):
     k = len(samples)
     settings = ValidationSettings(greedy=k == 1, samples_per_problem=k)
-    result = measure_accuracy(FakePlayer(samples), ValidationSet("v", ["v-0"], ["What is 2 + 3?"], ["5"]), settings)
+    result = measure_accuracy(answering(samples), ValidationSet("v", ["v-0"], ["What is 2 + 3?"], ["5"]), settings)
     assert result.accuracy == accuracy
     assert result.grade_counts["no_answer"] == no_answer
     assert result.truncated == sum(cut for _, cut in samples)

@@ -244,7 +244,11 @@ def test_the_gentle_world_runs_two_steps_on_the_greedy_pass(tmp_path, model_cach
     out = tmp_path / "run"
     command = [
         *(sys.executable, "-m", "cpmobius.main", "experiment=toy_gentle"),
-        *(f"model.cache_dir={model_cache}", f"trainer.default_local_dir={out}", f"hydra.run.dir={out / 'hydra'}"),
+        *(
+            f"model.cache_dir={model_cache / 'gentle_short_pretraining'}",
+            f"trainer.default_local_dir={out}",
+            f"hydra.run.dir={out / 'hydra'}",
+        ),
         *("model.pretrain.player_steps=300", "model.pretrain.coach_steps=150", "model.pretrain.coach_corpus=problems"),
         *("warmup.enabled=false", "validation.size=10", "filter.quota=2", "player.n=4"),
         "trainer.total_training_steps=2",

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
+from stand_ins import ScriptedPolicy, not_sampled
 
 from cpmobius import checkpoint
 from cpmobius.coach import Problem, find_problem_fault
@@ -399,35 +400,12 @@ def test_unknown_benchmark_name_fails_with_the_key(tmp_path):
         load_validation_set(ValidationSettings(dataset="aime-aops", data_dir=str(tmp_path)))
 
 
-class FakeBatch:
-    def __init__(self, rows: int) -> None:
-        self.rows = rows
-        self.batch = {"response_mask": torch.ones(rows, 4)}
-
-
-class FakePlayer:
-    """Records the chat prompts it is asked to answer; every response boxes 142."""
-
-    def __init__(self) -> None:
-        self.prompts = []
-
-    def activate(self) -> None:
-        pass
-
-    def generate(self, prompts, n=1, validate=False, greedy=False):
-        self.prompts.append([list(p) for p in prompts])
-        return FakeBatch(len(prompts) * n)
-
-    def decode_responses(self, batch):
-        return ["so \\boxed{142}"] * batch.rows, [False] * batch.rows
-
-
 @pytest.mark.parametrize(
     "system_prompt", [None, "Please reason step by step, and put your final answer within \\boxed{}."]
 )
 def test_training_and_validation_render_the_same_prompt(system_prompt):
     problem = "What is $7 \\cdot 20 + 2$?"
-    player = FakePlayer()
+    player = ScriptedPolicy(lambda question, i: ["so \\boxed{142}"] * 16)
     prompt = PlayerPrompt(system_prompt)
     _, outcomes = roll_out_and_filter(player, [problem], 4, FilterSettings(enabled=False), prompt)
     result = measure_accuracy(player, ValidationSet("amc", ["amc-0"], [problem], ["142"]), ValidationSettings(), prompt)
@@ -484,28 +462,12 @@ def test_shipped_qwen_presets_fit_the_4096_token_context():
 # =========================================================================== checkpoints (a resume that loses state)
 
 
-class FakePolicy:
-    """save(path) writes the weights to a file; load(path, global_steps) reads them back."""
-
-    def __init__(self, weight: float, fail_on_save: bool = False) -> None:
-        self.weight, self.global_steps, self.generation_calls = weight, 0, 0
-        self.fail_on_save = fail_on_save
-        self.loaded_from = None
-
-    def save(self, path: str) -> None:
-        if self.fail_on_save:
-            raise RuntimeError("killed mid-save")
-        Path(path).mkdir(parents=True)
-        (Path(path) / "weights.json").write_text(json.dumps(self.weight))
-
-    def load(self, path: str, global_steps=None) -> None:
-        self.weight = json.loads((Path(path) / "weights.json").read_text())
-        self.loaded_from = path
-        if global_steps is not None:
-            self.global_steps = global_steps
+def policy(weight: float, save_error: BaseException | None = None) -> ScriptedPolicy:
+    """A policy whose checkpoint holds ``weight``; ``save_error`` is raised by its save once its file is written."""
+    return ScriptedPolicy(not_sampled, weight=weight, save_error=save_error)
 
 
-def loop_state(step: int, coach: FakePolicy, player: FakePolicy) -> dict:
+def loop_state(step: int, coach: ScriptedPolicy, player: ScriptedPolicy) -> dict:
     return {
         "step": step,
         "policies": {
@@ -526,42 +488,40 @@ def save(root, step, coach, player):
 
 
 def test_checkpoint_round_trip_restores_both_policies_and_rng(tmp_path):
-    coach, player = FakePolicy(1.0), FakePolicy(2.0)
+    coach, player = policy(1.0), policy(2.0)
     coach.global_steps, player.global_steps, player.generation_calls = 3, 4, 7
     random.seed(5)
     save(tmp_path, 2, coach, player)
     expected_draw = random.random()
-    new_coach, new_player = FakePolicy(0.0), FakePolicy(0.0)
+    new_coach, new_player = policy(0.0), policy(0.0)
     path = checkpoint.find_latest_checkpoint(tmp_path)
     assert path == tmp_path / "global_step_2"
     state = checkpoint.load_checkpoint(path, {"coach": new_coach, "player": new_player})
     assert (new_coach.weight, new_player.weight) == (1.0, 2.0)
     assert (new_coach.global_steps, new_player.global_steps, new_player.generation_calls) == (3, 4, 7)
-    assert Path(new_player.loaded_from) == (path / "player").resolve() and state["step"] == 2
+    assert Path(new_player.loaded[-1]) == (path / "player").resolve() and state["step"] == 2
     assert random.random() == expected_draw
     assert not list(tmp_path.glob(".*partial"))
 
 
 def test_kill_mid_save_keeps_the_previous_checkpoint(tmp_path):
-    coach, player = FakePolicy(1.0), FakePolicy(2.0)
+    coach, player = policy(1.0), policy(2.0)
     save(tmp_path, 2, coach, player)
     with pytest.raises(checkpoint.CheckpointSaveError, match="killed mid-save.*step 2, is intact"):
-        save(tmp_path, 3, coach, FakePolicy(9.0, fail_on_save=True))
+        save(tmp_path, 3, coach, policy(9.0, RuntimeError("killed mid-save")))
     assert not (tmp_path / ".global_step_3.partial").exists()  # a failed save removes its partial copy
     (tmp_path / ".global_step_3.partial" / "coach").mkdir(parents=True)  # a SIGKILL leaves one behind ...
     assert checkpoint.find_latest_checkpoint(tmp_path) == tmp_path / "global_step_2"  # ... and it is ignored
-    save(tmp_path, 3, coach, FakePolicy(3.0))  # the retry replaces the stale partial
+    save(tmp_path, 3, coach, policy(3.0))  # the retry replaces the stale partial
     assert checkpoint.find_latest_checkpoint(tmp_path) == tmp_path / "global_step_3"
     assert not (tmp_path / ".global_step_3.partial").exists()
 
 
 def test_second_save_of_a_step_replaces_the_first(tmp_path):
-    save(tmp_path, 4, FakePolicy(1.0), FakePolicy(1.0))
-    save(tmp_path, 4, FakePolicy(5.0), FakePolicy(6.0))
-    player = FakePolicy(0.0)
-    checkpoint.load_checkpoint(
-        checkpoint.find_latest_checkpoint(tmp_path), {"coach": FakePolicy(0.0), "player": player}
-    )
+    save(tmp_path, 4, policy(1.0), policy(1.0))
+    save(tmp_path, 4, policy(5.0), policy(6.0))
+    player = policy(0.0)
+    checkpoint.load_checkpoint(checkpoint.find_latest_checkpoint(tmp_path), {"coach": policy(0.0), "player": player})
     assert player.weight == 6.0
 
 
@@ -577,7 +537,7 @@ def test_tracker_naming_a_missing_folder_fails_loudly(tmp_path):
     "leaves the tracker naming a missing folder, so resume raises instead of loading the previous step-N checkpoint"
 )
 def test_kill_while_replacing_a_checkpoint_of_the_same_step_keeps_one(tmp_path, monkeypatch):
-    save(tmp_path, 3, FakePolicy(1.0), FakePolicy(1.0))
+    save(tmp_path, 3, policy(1.0), policy(1.0))
     real_replace = checkpoint.os.replace
 
     def killed_on_folder_rename(src, dst):
@@ -587,7 +547,7 @@ def test_kill_while_replacing_a_checkpoint_of_the_same_step_keeps_one(tmp_path, 
 
     monkeypatch.setattr(checkpoint.os, "replace", killed_on_folder_rename)
     with pytest.raises(OSError):
-        save(tmp_path, 3, FakePolicy(2.0), FakePolicy(2.0))
+        save(tmp_path, 3, policy(2.0), policy(2.0))
     monkeypatch.setattr(checkpoint.os, "replace", real_replace)
     path = checkpoint.find_latest_checkpoint(tmp_path)
     assert path is not None and (path / "loop_state.json").is_file()
@@ -600,16 +560,14 @@ def test_checkpoint_retention_keeps_the_newest_and_never_the_tracked_one(tmp_pat
         checkpoint.save_checkpoint(
             tmp_path,
             step,
-            {"coach": FakePolicy(1.0), "player": FakePolicy(float(step))},
-            loop_state(step, FakePolicy(1.0), FakePolicy(1.0)),
+            {"coach": policy(1.0), "player": policy(float(step))},
+            loop_state(step, policy(1.0), policy(1.0)),
             OmegaConf.create({}),
             keep=2,
         )
     assert sorted(p.name for p in tmp_path.glob("global_step_*")) == ["global_step_20", "global_step_30"]
-    player = FakePolicy(0.0)
-    checkpoint.load_checkpoint(
-        checkpoint.find_latest_checkpoint(tmp_path), {"coach": FakePolicy(0.0), "player": player}
-    )
+    player = policy(0.0)
+    checkpoint.load_checkpoint(checkpoint.find_latest_checkpoint(tmp_path), {"coach": policy(0.0), "player": player})
     assert player.weight == 30.0
     (tmp_path / checkpoint.TRACKER_FILE).write_text("20")  # a resumed run whose latest is the older folder
     assert checkpoint.prune_checkpoints(tmp_path, 1) == []  # step 20 is tracked, step 30 is the newest

@@ -5,11 +5,9 @@ expected accuracy alone when Δt is (no decoded pass: the run samples as before)
 from __future__ import annotations
 
 import json
-import math
-from types import SimpleNamespace
 
 import pytest
-import torch
+from stand_ins import ScriptedPolicy
 
 from cpmobius.config import ConfigError, compose_config
 from cpmobius.jsonl import write_jsonl
@@ -79,32 +77,14 @@ def test_every_method_of_the_toy_world_scores_the_ood_set_and_shows_it_in_its_ta
     assert load_settings(compose_config(["model=qwen2p5_math_1p5b"])).validation.ood_dataset is None
 
 
-class ScoringPlayer:
+def scoring_player() -> ScriptedPolicy:
     """Every response token has probability 1/2 under the teacher-forced pass; every decoded sample answers 4."""
+    return ScriptedPolicy(lambda question, i: ["\\boxed{4}"] * 8, token_prob=0.5, tokenizer=build_char_tokenizer())
 
-    def __init__(self) -> None:
-        self.tokenizer = build_char_tokenizer()
-        self.generated: list[int] = []  # prompts of each decoded pass
-        self.guard = SimpleNamespace(switches=0)
 
-    def prompt_token_ids(self, prompts):
-        kwargs = dict(add_generation_prompt=True, tokenize=True, return_dict=False)
-        return [list(self.tokenizer.apply_chat_template(p, **kwargs)) for p in prompts]
-
-    def compute_log_probs(self, batch):
-        mask = batch.batch["response_mask"].float()
-        return torch.full_like(mask, math.log(0.5)) * mask, torch.zeros_like(mask)
-
-    def activate(self):
-        pass
-
-    def generate(self, prompts, n=1, validate=False, greedy=False):
-        self.generated.append(len(prompts))
-        return SimpleNamespace(batch={"response_mask": torch.ones(len(prompts) * n, 3)}, meta_info={})
-
-    def decode_responses(self, batch):
-        rows = len(batch.batch["response_mask"])
-        return ["\\boxed{4}"] * rows, [False] * rows
+def prompts_per_pass(player: ScriptedPolicy) -> list[int]:
+    """How many prompts each decoded pass answered."""
+    return [len(prompts) for prompts, _ in player.generated]
 
 
 VAL = ValidationSet("toy", ["a"], ["What is 2 + 2?"], ["4"], ["\\boxed{4}"])
@@ -114,20 +94,20 @@ OOD = ValidationSet(
 
 
 def test_with_expected_accuracy_the_ood_set_is_scored_without_a_decoded_pass():
-    player = ScoringPlayer()
+    player = scoring_player()
     result = measure_accuracy(player, VAL, ValidationSettings(metric="expected", ood_dataset="toy_ood"), ood_set=OOD)
     # "\boxed{4}" + <|im_end|>: 10 tokens at 1/2; "\boxed{-4}": 11 -> (2^-10 + 2^-11) / 2
     assert result.ood_accuracy == pytest.approx((0.5**10 + 0.5**11) / 2, rel=1e-5)
-    assert player.generated == [1] and result.ood_response_tokens == 0  # the validation set's greedy pass only
-    decoded = ScoringPlayer()
+    assert prompts_per_pass(player) == [1] and result.ood_response_tokens == 0  # the validation set's greedy pass only
+    decoded = scoring_player()
     result = measure_accuracy(decoded, VAL, ValidationSettings(ood_dataset="toy_ood"), ood_set=OOD)
-    assert result.ood_accuracy == pytest.approx(0.5) and decoded.generated == [1, 2]  # "4" is right once of two
-    assert result.ood_response_tokens == 2 * 3
+    assert result.ood_accuracy == pytest.approx(0.5) and prompts_per_pass(decoded) == [1, 2]  # "4" is right once of two
+    assert result.ood_response_tokens == 2 * 2  # one greedy response a problem, of the stand-in's 2 tokens
 
 
 def test_a_baseline_logs_the_ood_accuracy_at_step_0_and_after_every_update(tmp_path):
     cfg = compose_config([f"trainer.default_local_dir={tmp_path}", "method=ttrl", "player.n=2", "method.votes=2"])
-    loop = CoachPlayerLoop(cfg, load_settings(cfg), None, ScoringPlayer(), val_set=VAL, ood_set=OOD)
+    loop = CoachPlayerLoop(cfg, load_settings(cfg), None, scoring_player(), val_set=VAL, ood_set=OOD)
     logged = []
     loop._log = lambda data, step: logged.append((step, data))
     loop.step = lambda: loop.validate()[1]  # validation only: the scripted Player cannot train

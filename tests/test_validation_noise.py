@@ -4,11 +4,9 @@ noise (``experiment=toy_paper_noise``: 83 problems x 10 samples at the Player's 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
-import torch
+from stand_ins import ScriptedPolicy
 
 from cpmobius.config import compose_config
 from cpmobius.engine.config import policy_config
@@ -57,30 +55,17 @@ def test_delta_t_carries_the_standard_error_of_the_two_passes_and_keeps_it_acros
     assert delta_t_noise_metrics(0.0, None, None) == {}  # a greedy or expected pass
 
 
-class SampledPlayer:
+def sampled_player(correct: list[int]) -> ScriptedPolicy:
     """Problem i's k samples: the first ``correct[i]`` answer 1 (right), the others 2."""
-
-    def __init__(self, correct: list[int]) -> None:
-        self.correct = correct
-
-    def activate(self):
-        pass
-
-    def generate(self, prompts, n=1, validate=False, greedy=False):
-        self.k = n
-        return SimpleNamespace(batch={"response_mask": torch.ones(len(prompts) * n, 3)}, meta_info={})
-
-    def decode_responses(self, batch):
-        texts = [f"\\boxed{{{1 if j < c else 2}}}" for c in self.correct for j in range(self.k)]
-        return texts, [False] * len(texts)
+    return ScriptedPolicy(lambda question, i: [f"\\boxed{{{1 if j < correct[i] else 2}}}" for j in range(10)])
 
 
 def test_a_sampled_pass_reports_its_standard_error_and_a_greedy_pass_none():
     val = ValidationSet("v", ["a", "b"], ["q1?", "q2?"], ["1", "1"])
-    sampled = measure_accuracy(SampledPlayer([5, 10]), val, ValidationSettings(samples_per_problem=10, greedy=False))
+    sampled = measure_accuracy(sampled_player([5, 10]), val, ValidationSettings(samples_per_problem=10, greedy=False))
     # shares 0.5 and 1.0: accuracy 0.75; SE = sqrt((0.25 + 0) / 9) / 2 = 0.08333
     assert sampled.accuracy == pytest.approx(0.75) and sampled.accuracy_se == pytest.approx(0.083333, abs=1e-6)
-    greedy = measure_accuracy(SampledPlayer([1, 0]), val, ValidationSettings(samples_per_problem=1, greedy=True))
+    greedy = measure_accuracy(sampled_player([1, 0]), val, ValidationSettings(samples_per_problem=1, greedy=True))
     assert greedy.accuracy == pytest.approx(0.5) and greedy.accuracy_se is None
 
 
