@@ -31,9 +31,7 @@ itself, reached only when the manifest matches.
 
 from __future__ import annotations
 
-import errno
 import json
-import math
 import os
 import shutil
 from pathlib import Path
@@ -42,6 +40,7 @@ from typing import Callable, Optional
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from cpmobius.checkpoint_failures import CheckpointSaveError, describe_save_failure
 from cpmobius.checkpoint_manifest import (
     BEST_RECORD,
     MANIFEST_FORMAT,
@@ -114,7 +113,9 @@ def save_checkpoint(
         write_manifest(partial)  # last: sizes and SHA-256 of every file, all fsynced
     except Exception as error:  # a full disk, a lost mount, a worker's torch.save failing: nothing replaced
         shutil.rmtree(partial, ignore_errors=True)  # frees the space the half-written copy took
-        raise CheckpointSaveError(describe_save_failure(root, step, error, resume)) from error
+        tracker = root / TRACKER_FILE
+        latest = tracker.read_text().strip() if tracker.is_file() else None
+        raise CheckpointSaveError(describe_save_failure(root, step, error, latest, resume)) from error
     previous = root / f".global_step_{step}.previous"
     if final.exists():  # saving a step again: keep the old copy until the new one is in place
         if previous.exists():
@@ -128,77 +129,6 @@ def save_checkpoint(
     if keep is not None:
         prune_checkpoints(root, keep)
     return final
-
-
-class CheckpointSaveError(RuntimeError):
-    """Writing a checkpoint failed; the previous checkpoint is intact and still the latest."""
-
-
-def resume_command(cfg: DictConfig) -> str:
-    """What resumes a run from its newest checkpoint: the same command where it resumes by itself
-    (``trainer.resume_mode=auto``); with ``disable`` the same command would start again, and with
-    ``resume_path`` go back to ``trainer.resume_from_path``, so the key that resumes is added."""
-    mode = OmegaConf.select(cfg, "trainer.resume_mode", default="auto")
-    return "run the same command" if mode == "auto" else "run the same command with trainer.resume_mode=auto"
-
-
-def describe_save_failure(root: Path, step: int, error: BaseException, resume: str = "run the same command") -> str:
-    """One line: what failed, the free space left, the checkpoint a rerun resumes from (``resume``:
-    `resume_command`)."""
-    tracker = root / TRACKER_FILE
-    latest = tracker.read_text().strip() if tracker.is_file() else None
-    resume = (
-        f"the last complete checkpoint, step {latest}, is intact: make room (or move {root} to a larger "
-        f"disk and point trainer.default_local_dir there) and {resume} to resume from it"
-        if latest is not None
-        else "no earlier checkpoint exists: make room and run the same command to start again"
-    )
-    return (
-        f"saving the checkpoint of step {step} in {root} failed ({describe_failure(error)}; "
-        f"{format_bytes(free_bytes(root))} free now); {resume}"
-    )
-
-
-def describe_full_disk(error: OSError, root: str | os.PathLike, resume: str = "run the same command") -> Optional[str]:
-    """One line for a disk that filled up outside a checkpoint save (metrics, problem archive), or None
-    when ``error`` is not ENOSPC; ``resume`` says what resumes the run (`resume_command`)."""
-    if error.errno != errno.ENOSPC:
-        return None
-    where = f" writing {error.filename}" if error.filename else ""
-    return (
-        f"the disk is full ({error.strerror}{where}); the last complete checkpoint in {root} is intact: "
-        f"make room and {resume} to resume from it"
-    )
-
-
-def format_bytes(n: float, up: bool = False) -> str:
-    """``n`` bytes in decimal units, one decimal: ``format_bytes(42_660_000_000) == "42.7 GB"``; with ``up``
-    rounded up, for room that must suffice (``format_bytes(42_610_000_000, up=True) == "42.7 GB"``)."""
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            if up:
-                n = math.ceil(n) if unit == "B" else math.ceil(n * 10) / 10
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
-
-
-def free_bytes(folder: str | Path) -> int:
-    """Free bytes on the disk that holds ``folder`` (or its nearest existing parent)."""
-    path = Path(folder).expanduser().absolute()
-    while not path.exists():
-        path = path.parent
-    return shutil.disk_usage(path).free
-
-
-def describe_failure(error: BaseException) -> str:
-    """The first line of what made a save fail, reached through Ray's task wrapper."""
-    cause = getattr(error, "cause", None)
-    lines = [line.strip() for line in str(cause or error).strip().splitlines() if line.strip()]
-    if not lines:
-        return type(cause or error).__name__
-    # A task error's own text is Ray's traceback, whose last line is the error; a cause's first line is.
-    return f"{type(cause).__name__}: {lines[0]}" if cause is not None else lines[-1]
 
 
 def prune_checkpoints(root: str | os.PathLike, keep: int) -> list[int]:

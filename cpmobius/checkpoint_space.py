@@ -22,7 +22,8 @@ from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from cpmobius.checkpoint import format_bytes, free_bytes, resume_step
+from cpmobius.checkpoint import resume_step
+from cpmobius.checkpoint_failures import format_bytes, free_bytes
 from cpmobius.config.known_keys import policy_keys
 from cpmobius.error_text import first_line
 from cpmobius.methods import get_method

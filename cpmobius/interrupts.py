@@ -23,7 +23,8 @@ def raise_terminated(signum: int, frame: Any) -> None:
 
 def describe_interrupt(cfg: DictConfig, loop: Any) -> str:
     """The one line printed after an interrupt: the step in progress, the last checkpoint, what to do."""
-    from cpmobius.checkpoint import find_latest_checkpoint, resume_command
+    from cpmobius.checkpoint import find_latest_checkpoint
+    from cpmobius.checkpoint_failures import resume_command
 
     try:
         latest = find_latest_checkpoint(cfg.trainer.default_local_dir)

@@ -16,6 +16,7 @@ from typing import Any, ContextManager
 from omegaconf import OmegaConf
 
 from cpmobius import checkpoint, metrics
+from cpmobius.checkpoint_failures import resume_command
 from cpmobius.clock import OpLog
 from cpmobius.engine.timing import op_marks, op_metrics
 from cpmobius.loop_state import KeptProblems, LoopState
@@ -252,7 +253,7 @@ class CoachPlayerLoop:
             loop_state,
             self.cfg,
             keep=self.cfg.trainer.get("max_actor_ckpt_to_keep"),
-            resume=checkpoint.resume_command(self.cfg),
+            resume=resume_command(self.cfg),
         )
 
     def try_resume(self) -> bool:

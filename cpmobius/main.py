@@ -252,7 +252,8 @@ def main(cfg: DictConfig) -> None:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
     hold_kernels(cfg)  # before verl's import computes its first tensor
-    from cpmobius.checkpoint import CheckpointCorruptError, CheckpointSaveError, describe_full_disk, resume_command
+    from cpmobius.checkpoint_failures import CheckpointSaveError, describe_full_disk, resume_command
+    from cpmobius.checkpoint_manifest import CheckpointCorruptError
     from cpmobius.checkpoint_space import DiskSpaceError
     from cpmobius.engine.gpu_driver import GpuDriverError
     from cpmobius.engine.sharing import RayStartError

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 from test_checkpoint_integrity import SHARDS, ShardPolicy, save, truncate
-from test_checkpoint_space import FullDiskPolicy
+from test_checkpoint_space import disk_policy
 from test_config_errors import run_cli
 from test_hints_followed import accepted
 
@@ -183,7 +183,7 @@ def test_the_failed_save_line_resumes_from_the_last_checkpoint(tmp_path, mode):
         delta=SimpleNamespace(state_dict=dict),
         filter=SimpleNamespace(state_dict=dict),
         player=SimpleNamespace(guard=SimpleNamespace(switches=0)),
-        policies={"coach": FullDiskPolicy(3.0), "player": FullDiskPolicy(3.0, full=True)},
+        policies={"coach": disk_policy(3.0), "player": disk_policy(3.0, full=True)},
     )
     with pytest.raises(checkpoint.CheckpointSaveError) as failed:
         CoachPlayerLoop.save(loop)
@@ -211,7 +211,7 @@ def test_a_run_moved_to_a_larger_disk_resumes_where_the_failed_save_line_says(tm
     """``make room (or move RUN to a larger disk and point trainer.default_local_dir there)``: moved, pointed at,
     the run resumes from its last complete checkpoint, whose files still match their manifest."""
     run, args = run_with_two_checkpoints(tmp_path, "auto")
-    policies = {"coach": FullDiskPolicy(3.0), "player": FullDiskPolicy(3.0, full=True)}
+    policies = {"coach": disk_policy(3.0), "player": disk_policy(3.0, full=True)}
     with pytest.raises(checkpoint.CheckpointSaveError) as failed:
         checkpoint.save_checkpoint(run, 3, policies, {"step": 3}, compose_config(args))
     folder, key = re.search(r"or move (\S+) to a larger disk and point ([\w.]+) there", str(failed.value)).groups()

@@ -35,33 +35,10 @@ MAX_ANSWER_CHARS = 3000
 """Longest answer (characters) that is canonicalised and compared; a longer one is over the cost
 budget: equal only to the identical string, status "timeout" against anything else."""
 
-# Placeholders after `_placeholder_key` (font wrappers, brackets, spaces, dots and backslashes gone).
-_PLACEHOLDERS = frozenset(
-    {
-        "",
-        "none",
-        "null",
-        "nan",
-        "n/a",
-        "na",
-        "answer",
-        "youranswer",
-        "youranswerhere",
-        "answerhere",
-        "insertanswerhere",
-        "finalanswer",
-        "yourfinalanswer",
-        "ldots",
-        "dots",
-        "cdots",
-    }
-)
-_FONT = (
+FONT = (  # a font or text wrapper command: `\\textbf`, `\\mathrm`, ...
     r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|mathrm|mathbf|mathit|mathsf|mathtt|"
     r"mathbb|mathcal|boldsymbol|bm|emph|operatorname|mbox|hbox)"
 )
-_WRAPPED_RE = re.compile(r"^" + _FONT + r"\s*\{(.*)\}$", re.S)
-_PLACEHOLDER_NOISE_RE = re.compile(r"\\q?quad(?![A-Za-z])|\\[ ,;:!]|[\s.~\\]")
 
 
 _BRACE_RE = re.compile(r"\\.|[{}]", re.S)
@@ -167,9 +144,9 @@ _EMPTY_SET_RE = re.compile(r"\\varnothing(?![A-Za-z])|\\\{\s*\\\}")
 # A leading assignment to a tuple of names, `(a, b) = (2, 5)`: the labels of the tuple that follows.
 _TUPLE_ASSIGN_RE = re.compile(r"^\((?:[A-Za-z]|\\[A-Za-z]+)(?:,(?:[A-Za-z]|\\[A-Za-z]+))+\)=(?=[(\[])")
 _OPTION_RE = re.compile(
-    r"^(?:" + _FONT + r"\s*\{\s*)?\(\s*([A-E])\s*\)(?P<gap>\s*\}?(?:\s|~|\\ |\\q?quad|\\[,;:]|:)*)(.*)$", re.S
+    r"^(?:" + FONT + r"\s*\{\s*)?\(\s*([A-E])\s*\)(?P<gap>\s*\}?(?:\s|~|\\ |\\q?quad|\\[,;:]|:)*)(.*)$", re.S
 )
-_OPTION_ONLY_RE = re.compile(r"^(?:" + _FONT + r"\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?$")
+_OPTION_ONLY_RE = re.compile(r"^(?:" + FONT + r"\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?$")
 _NOT_A_VALUE_RE = re.compile(r"[,;&]|(?:and|or)(?![A-Za-z])", re.I)
 _DEGREE_RE = re.compile(
     r"(?:\^\s*\{?\s*\\circ\s*\}?|\\circ\s*$|\\degree(?![A-Za-z]))(?:\s*(?:\\mathrm\{[CF]\}|[CF])(?![A-Za-z]))?"
@@ -414,24 +391,3 @@ def _is_option_value(value: str, separated: bool) -> bool:
     if value[0].isdigit() or value[0] in "-\\":
         return True
     return separated and not _NOT_A_VALUE_RE.match(value) and not _OPTION_ONLY_RE.match(value)
-
-
-def _placeholder_key(canon: str) -> str:
-    """`canon` without font wrappers (`\\mathrm{..}`, `\\emph{..}`, ...), `[..]` / `<..>` brackets,
-    spaces, dots and backslashes, lower-cased: `\\mathrm{N.A.}` → `na`."""
-    c = canon.strip()
-    while True:
-        m = _WRAPPED_RE.match(c)
-        if m and match_brace(c, c.index("{")) == len(c):
-            c = m.group(1).strip()
-        elif len(c) > 2 and c[0] + c[-1] in ("[]", "<>"):
-            c = c[1:-1].strip()
-        else:
-            return _PLACEHOLDER_NOISE_RE.sub("", c).lower()
-
-
-def is_placeholder(canon: str) -> bool:
-    """Whether a canonical answer is a placeholder (`None`, `\\mathrm{N/A}`, `\\text{None.}`, `N.A.`,
-    `[answer]`, `\\text{your answer here}`, `...`, `?`, empty or only spaces): no answer."""
-    key = _placeholder_key(canon)
-    return key in _PLACEHOLDERS or not key.strip("?")

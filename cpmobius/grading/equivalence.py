@@ -19,9 +19,10 @@ from typing import Any
 
 from . import isolation
 from .arithmetic import decimal_info
-from .canonical import MAX_ANSWER_CHARS, canonicalize, is_placeholder, prime_marks, strip_commands
+from .canonical import MAX_ANSWER_CHARS, canonicalize, prime_marks, strip_commands
 from .fast_path import TOO_BIG, fast_verdict
 from .numerals import base_numeral
+from .placeholders import is_placeholder
 from .results import DEFAULT_TIMEOUT_S, check_mode
 
 _LOG = logging.getLogger(__name__)

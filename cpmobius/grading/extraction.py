@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 
 from . import released
-from .canonical import brace_ends, canonicalize, is_placeholder
+from .canonical import brace_ends, canonicalize
 from .fast_path import fast_verdict
+from .placeholders import is_placeholder
 from .results import check_mode
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")

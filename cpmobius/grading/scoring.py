@@ -14,9 +14,10 @@ import logging
 from typing import Sequence
 
 from . import released
-from .canonical import canonicalize, is_placeholder, option_label
+from .canonical import canonicalize, option_label
 from .equivalence import judge
 from .extraction import extract_answer
+from .placeholders import is_placeholder
 from .results import DEFAULT_TIMEOUT_S, BatchGrades, GradeResult, check_mode, count_statuses
 
 _LOG = logging.getLogger(__name__)

@@ -15,10 +15,11 @@ import time
 from typing import Sequence
 
 from . import released
-from .canonical import canonicalize, is_placeholder
+from .canonical import canonicalize
 from .equivalence import judge
 from .extraction import extract_answer
 from .fast_path import TOO_BIG, fast_verdict
+from .placeholders import is_placeholder
 from .results import DEFAULT_TIMEOUT_S, VoteResult, check_mode
 
 
