@@ -1,5 +1,6 @@
 """The package layout: an import graph of `cpmobius/` without cycles, no file past 450 lines, a
-docstring in every subpackage's ``__init__.py`` and each room importing only what it says it may.
+docstring in every subpackage's ``__init__.py``, each room importing only what it says it may, and ``tests/``
+mirroring the package (a room's tests in ``tests/<room>/``, those of top-level modules and whole runs in ``tests/``).
 
 The graph is computed from the code with `ast`: every ``import`` / ``from ... import`` anywhere in a
 module (inside functions and ``if TYPE_CHECKING:`` blocks too), relative imports resolved. ``from pkg
@@ -12,6 +13,7 @@ through an ``__init__`` counts.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,19 @@ def test_docs_architecture_names_every_module():
     assert not missing, f"docs/architecture.md's tree does not name: {missing}"
     stale = sorted(documented - set(module_files()))
     assert not stale, f"docs/architecture.md's tree names modules that do not exist: {stale}"
+
+
+def test_the_tests_mirror_the_package():
+    """Each subfolder of tests/ is a room of cpmobius/ holding tests, on pytest's ``pythonpath`` (a test module another
+    one imports is found there) and no package (verl's wheel installs a top-level ``tests``)."""
+    tests = ROOT.parent / "tests"
+    folders = sorted(p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__pycache__")))
+    assert folders, "tests/ has no subfolder: the listing is broken"
+    for name in folders:
+        assert (ROOT / name / "__init__.py").is_file(), f"tests/{name}/ names no package {PACKAGE}/{name}/"
+        assert any((tests / name).glob("test_*.py")), f"tests/{name}/ holds no test_*.py"
+        assert not (tests / name / "__init__.py").exists(), f"tests/{name}/__init__.py: the test folder is no package"
+    pyproject = (ROOT.parent / "pyproject.toml").read_text(encoding="utf-8")
+    pythonpath = pyproject.split("[tool.pytest.ini_options]", 1)[1].split("pythonpath = [", 1)[1].split("]", 1)[0]
+    listed = sorted(re.findall(r'"tests/(\w+)"', pythonpath))
+    assert listed == folders, "pyproject.toml's pytest pythonpath should list every subfolder of tests/"

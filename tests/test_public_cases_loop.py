@@ -453,7 +453,7 @@ def test_shipped_qwen_presets_fit_the_4096_token_context():
         cfg = compose_config([f"experiment={preset}"])
         for policy in ("coach", "player"):
             assert cfg.data.max_prompt_length + cfg[policy].verl.rollout.response_length <= 4096, (preset, policy)
-        # Token-mean loss: the recorded mode is the release's (tests/test_presets.py)
+        # Token-mean loss: the recorded mode is the release's (tests/config/test_presets.py)
         assert cfg.actor_rollout_ref.actor.loss_agg_mode == {"paper_qwen_1p5b": "token-mean"}.get(
             preset, "seq-mean-token-mean"
         )

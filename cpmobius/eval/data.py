@@ -16,7 +16,7 @@ Sources
   package so that the evaluation runs from a fresh clone (any source; `--data-file demo=PATH` overrides).
 * hub: `HUB_SOURCES` (one dataset id, config and split per benchmark, field names below). The ids
   were chosen as the upstream origin of each released file where one exists on the hub, and their
-  field mapping was checked against the local copies (tests/test_evaluation_harness.py): the hub
+  field mapping was checked against the local copies (tests/eval/test_evaluation_harness.py): the hub
   cannot be reached from our CI, so the row *contents* are checked only through the local copies.
 
 Checks (`cpmobius.eval.records.rows_from_records`, re-exported here): a row whose gold answer

@@ -39,7 +39,7 @@ python3 -c "import vllm, verl, ray, torch; print('vllm', vllm.__version__, 'verl
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$OUT/gpu_mem.csv" 2>/dev/null &
 sampler=$!
 status=0
-for test in ${TESTS:-tests/test_vllm_gpu.py tests/test_warmup_gpu.py tests/test_evaluation_gpu.py}; do
+for test in ${TESTS:-tests/engine/test_vllm_gpu.py tests/warmup/test_warmup_gpu.py tests/eval/test_evaluation_gpu.py}; do
   name=$(echo "${test#tests/}" | sed 's/\.py//; s/[^A-Za-z0-9_.-]/_/g')
   start=$(date +%s)
   timeout "${PER_TEST_S:-400}" python3 -m pytest -x -s -q -p no:cacheprovider "$test" > "$OUT/$name.log" 2>&1

@@ -33,7 +33,7 @@ from cpmobius.grading import (
 )
 from cpmobius.grading.released import normalize_gold
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED_EVAL = default_data_dir()
 SLOW_TOWER = r"\boxed{10^{(5^{5^{5^{5^{5}}}} \cdot \log_{10} 5) - 4}}"  # math-verify hangs on it
 # Pairs with Greek letters or bare-argument functions (\sin x) are never decided by the fast path:

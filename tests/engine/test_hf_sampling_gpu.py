@@ -1,4 +1,4 @@
-"""The HF rollout's seeded sampler on CUDA: the draw stays on the device (tests/test_hf_sampling.py holds the rest)."""
+"""The HF rollout's seeded sampler on CUDA: the draw stays on the device (tests/engine/test_hf_sampling.py holds the rest)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from cpmobius.eval.scoring import (
 )
 from cpmobius.eval.summary import bootstrap_ci, summarise
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_EVAL = default_data_dir()
 
 

@@ -1,7 +1,7 @@
 """R-Zero as a method of the loop (``method=rzero``, `cpmobius.methods.rzero`): which phase a step is in, the Challenger's
 reward and GRPO advantages through its update, the Solver's training set and rollouts, and the schedule's state
 across a resume, with hand-computed values on stand-in policies (no Ray, no models). The toy run is in
-tests/test_method_runs.py; the settings that refuse a bad value are in tests/test_methods.py."""
+tests/test_method_runs.py; the settings that refuse a bad value are in tests/methods/test_methods.py."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from cpmobius.methods.fixed_pool import GroupReading, validation_pool
 from cpmobius.settings import load_settings
 from cpmobius.validation import ValidationSet
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "cpmobius"
 
 

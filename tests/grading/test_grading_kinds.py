@@ -26,7 +26,7 @@ from cpmobius.grading import answers_equivalent, extract_answer, grade, majority
 from cpmobius.grading.arithmetic import MP, Irr, num_eq
 from cpmobius.grading.canonical import MAX_ANSWER_CHARS, canonicalize
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def boxed(answer: str) -> str:

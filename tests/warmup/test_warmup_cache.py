@@ -1,6 +1,6 @@
 """The Coach warm-up's cache (`warmup.cache_dir`): what a stored warm-up is keyed by, and how it is stored.
 
-The warm-up itself through verl's SFT trainer, stored and reused across runs, is in tests/test_warmup.py.
+The warm-up itself through verl's SFT trainer, stored and reused across runs, is in tests/warmup/test_warmup.py.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from cpmobius.settings import CoachSettings
 from cpmobius.warmup import data as wd
 from cpmobius.warmup import sources
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED_AMC = default_data_dir() / "amc" / "amc.jsonl"
 # PRIME's math prompt (Eurus-2-7B-SFT model card): {question} + this.
 SUFFIX = "\n\nPresent the answer in LaTex format: \\boxed{Your answer}"

@@ -83,7 +83,7 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
     assert load_file(str(stored / "model.safetensors")).keys() == after.keys()
     assert all(torch.equal(load_file(str(stored / "model.safetensors"))[k], after[k]) for k in after)
     with open_dict(cfg):
-        cfg.warmup.lr = 2e-3  # another input (tests/test_warmup_cache.py has them all): another warm-up
+        cfg.warmup.lr = 2e-3  # another input (tests/warmup/test_warmup_cache.py has them all): another warm-up
     with pytest.raises(AssertionError, match="ran again"):
         start_warmup(cfg)
 

@@ -1,11 +1,11 @@
-"""The fast-path checks of ``tests/test_fast_path.py`` on CUDA: verl's FSDP engine in bf16 mixed precision,
+"""The fast-path checks of ``tests/engine/test_fast_path.py`` on CUDA: verl's FSDP engine in bf16 mixed precision,
 sdpa attention for the Player and PyTorch's varlen flash kernel for the Coach (``sdpa_varlen``), Liger's
 kernels (RMSNorm, rotary, SwiGLU) for the Coach alone as the GPU presets set them, a random Qwen2 of about
 0.5B parameters. Remove padding here takes a different sdpa kernel
 than the padded pass (a block-diagonal mask over one packed row), so the passes agree to bf16 rounding,
 within the same 1e-2 relative. Skipped without CUDA.
 
-Run on the lent H200 with ``python -m pytest -s tests/test_fast_path_gpu.py`` (about 2 minutes)."""
+Run on the lent H200 with ``python -m pytest -s tests/engine/test_fast_path_gpu.py`` (about 2 minutes)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 def _cpu_checks():
-    """The helpers of tests/test_fast_path.py (the test folder is not a package)."""
+    """The helpers of tests/engine/test_fast_path.py (the test folder is not a package)."""
     path = Path(__file__).with_name("test_fast_path.py")
     spec = importlib.util.spec_from_file_location("fast_path_checks", path)
     module = importlib.util.module_from_spec(spec)

@@ -1,7 +1,7 @@
 """The comparison baselines as methods of the loop (``method=ttrl|rent``, `cpmobius.methods.fixed_pool`): the questions
 a step draws, TTRL's vote-then-train split and RENT's entropy reward through the Player update, checked with
 hand-computed values on a stand-in Player (no Ray, no models), and the settings that refuse a bad combination
-(R-Zero's too; its schedule is tested in tests/test_rzero.py). The toy runs are in tests/test_method_runs.py."""
+(R-Zero's too; its schedule is tested in tests/methods/test_rzero.py). The toy runs are in tests/test_method_runs.py."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from cpmobius.grading import answers_equivalent, grade, majority_vote
 
 
 def _kinds_helpers():
-    """`boxed` and `_cli` of tests/test_grading_kinds.py (the test folder is not a package)."""
+    """`boxed` and `_cli` of tests/grading/test_grading_kinds.py (the test folder is not a package)."""
     path = Path(__file__).with_name("test_grading_kinds.py")
     spec = importlib.util.spec_from_file_location("grading_kinds_helpers", path)
     module = importlib.util.module_from_spec(spec)

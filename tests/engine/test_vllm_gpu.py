@@ -10,7 +10,7 @@ Qwen2-shaped models of about 0.5B parameters, bf16 serving, FSDP training on the
    after the steps, a served-vs-trained log-prob check for both policies.
 
 Run on the lent H200 (scripts/device/vllm_check.sh does the install and prints the tables):
-``python -m pytest -s tests/test_vllm_gpu.py``.
+``python -m pytest -s tests/engine/test_vllm_gpu.py``.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def test_two_loop_steps_with_vllm_for_both_policies(tmp_path_factory, harness):
             *[f"++model.tiny_spec.{key}={value}" for key, value in SPEC.items()],
             "++model.pretrain.player_steps=300",
             "++model.pretrain.coach_steps=150",
-            "warmup.enabled=false",  # tests/test_warmup_gpu.py runs the warm-up on CUDA
+            "warmup.enabled=false",  # tests/warmup/test_warmup_gpu.py runs the warm-up on CUDA
             f"trainer.default_local_dir={run_dir}",
             "actor_rollout_ref.actor.optim.lr=1e-5",
             "data.max_response_length=32",

@@ -16,7 +16,7 @@ from cpmobius.config.known_keys import check_override_keys, config_groups, find_
 from cpmobius.engine.config import build_policy_configs
 from cpmobius.usage import overrides_from_argv
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_main(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:

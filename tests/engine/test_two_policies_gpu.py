@@ -1,7 +1,7 @@
 """The two-policy check on a CUDA GPU: verl's FSDP engine on CUDA, the HF rollout in bf16, and a
 random Qwen2-shaped model of about 0.5B parameters for both policies. Skipped without CUDA.
 
-Run on the lent H200 with ``python -m pytest -s tests/test_two_policies_gpu.py``; it prints a table
+Run on the lent H200 with ``python -m pytest -s tests/engine/test_two_policies_gpu.py``; it prints a table
 of per-phase timings."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``attn_implementation=sdpa_varlen``: packed rows attend within each sequence, everything else is ``sdpa``.
 
 On this CPU the packed path runs each sequence's causal ``sdpa`` on its own (the CUDA path runs PyTorch's
-varlen flash kernel instead; ``tests/test_fast_path_gpu.py`` checks it against ``sdpa`` there). A tiny
+varlen flash kernel instead; ``tests/engine/test_fast_path_gpu.py`` checks it against ``sdpa`` there). A tiny
 Qwen2 with grouped KV heads: a packed row must give each sequence's logits and gradients as if it were
 alone, and a padded batch must give ``sdpa``'s.
 """

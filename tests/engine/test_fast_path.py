@@ -18,7 +18,7 @@ layer is untied from its input embedding, as in Qwen2.5-Math-1.5B: verl then sha
 unit, which the fused layer cannot read without our fix. One Ray start and two verl workers for the
 module (about 2 minutes on 2 cores, most of it start-up).
 
-`benchmarks/bench_update_gpu.py` measures what the knobs are worth on a GPU; ``tests/test_fast_path_gpu.py``
+`benchmarks/bench_update_gpu.py` measures what the knobs are worth on a GPU; ``tests/engine/test_fast_path_gpu.py``
 repeats these checks on CUDA.
 """
 
@@ -51,7 +51,7 @@ RTOL = 1e-2
 
 def knob_policy_class():
     """`Policy` with fixed per-call knobs (``policy.knobs``): the benchmark's, so both run the same path."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_update_gpu.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_update_gpu.py"
     spec = importlib.util.spec_from_file_location("bench_update_gpu", path)
     module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))  # dataclasses look it up
     spec.loader.exec_module(module)
@@ -229,7 +229,7 @@ def test_a_checkpoint_of_a_varlen_attention_model_merges_in_a_fresh_process(knob
 
 GPU_PRESETS = [
     [f"experiment={path.stem}", *(f"method={m}" for m in path.stem.split("_")[:1] if m in ("rent", "ttrl", "rzero"))]
-    for path in sorted((Path(__file__).resolve().parents[1] / "configs" / "experiment").glob("*.yaml"))
+    for path in sorted((Path(__file__).resolve().parents[2] / "configs" / "experiment").glob("*.yaml"))
     if path.stem not in ("zero_template", "toy", "toy_gentle", "toy_paper_noise")
 ]  # zero_template: a fragment the released presets include; toy, toy_gentle, toy_paper_noise: the CPU toy world's;
 # a baseline's preset (rent_qwen_1p5b) runs with its method

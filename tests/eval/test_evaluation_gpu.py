@@ -1,6 +1,6 @@
 """Evaluation generation on a GPU: vLLM (when installed) and HF on CUDA agree on the response format.
 
-Run on a CUDA machine: `python -m pytest -s tests/test_evaluation_gpu.py` (skipped without CUDA, the vLLM
+Run on a CUDA machine: `python -m pytest -s tests/eval/test_evaluation_gpu.py` (skipped without CUDA, the vLLM
 case also without vLLM)."""
 
 from __future__ import annotations

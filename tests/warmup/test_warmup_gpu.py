@@ -2,7 +2,7 @@
 torchrun on a Qwen2-shaped Coach of about 0.5B parameters (toy world). Skipped without CUDA.
 
 Checks: the run writes an HF checkpoint the loop can start the Coach from, every weight changed,
-and the training loss falls. Prints loss and wall time (the CPU test is tests/test_warmup.py)."""
+and the training loss falls. Prints loss and wall time (the CPU test is tests/warmup/test_warmup.py)."""
 
 from __future__ import annotations
 
