@@ -1,6 +1,7 @@
 """The policy stand-in of the tests: scripted samples, no Ray, no model. It is a whole `TrainedPolicy`
 (`tests/test_stand_ins.py` holds it against the protocol), so the loop, the Coach's candidates, the fixed pool,
-R-Zero's schedule, validation and the checkpoints can all be driven by it."""
+R-Zero's schedule, validation and the checkpoints can all be driven by it. Beside it, `FAST_TOY`: the toy world the
+tests that run a loop (but not for the default run's numbers) stand in for the default's."""
 
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ import torch
 from verl import DataProto
 
 from cpmobius.engine.sharing import EngineGuard
+
+# A quicker toy world than the default run's: short pretraining, a Coach pretrained on problems that writes them
+# without a warm-up (the warm-up has its own test), Player answers always boxed. Runs that share it share one cache
+# folder, ``model_cache / "fast_toy"``, and so one pretraining in the suite.
+FAST_TOY = [
+    "model.pretrain.player_steps=300",
+    "model.pretrain.coach_steps=300",
+    "model.pretrain.coach_corpus=problems",
+    "model.pretrain.player_unboxed=0.0",
+    "warmup.enabled=false",
+]
 
 
 class ScriptedPolicy:

@@ -4,6 +4,7 @@ stage order, metric keys, which parameters change, the Δt == 0 rule, a validati
 from __future__ import annotations
 
 import pytest
+from stand_ins import FAST_TOY
 
 pytestmark = pytest.mark.slow
 
@@ -30,15 +31,6 @@ EXPECTED_KEYS = {
     "timing_s/coach_update",
     "pseudo_label/kept_accuracy",
 }
-# A quicker toy world than the default run's: short pretraining, a Coach that writes problems without
-# a warm-up (the warm-up has its own test), Player answers always boxed.
-FAST_TOY = [
-    "model.pretrain.player_steps=300",
-    "model.pretrain.coach_steps=300",
-    "model.pretrain.coach_corpus=problems",
-    "model.pretrain.player_unboxed=0.0",
-    "warmup.enabled=false",
-]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The baselines as a newcomer runs them in the toy world: ``python -m cpmobius.main method=ttrl|rent|rzero``
 exits 0, prints the method's reward and validation accuracy every step, and a RENT run and an R-Zero run (inside
-a Solver phase) stopped after a checkpoint and resumed end in the same state as uninterrupted ones."""
+a Solver phase) resumed from a checkpoint end in the same state as uninterrupted ones."""
 
 from __future__ import annotations
 
@@ -68,15 +68,21 @@ def test_ttrl_runs_in_the_toy_world_and_logs_its_reward_and_accuracy_every_step(
 def test_rent_after_the_default_run_is_its_own_run_and_resumed_ends_where_an_uninterrupted_run_does(
     tmp_path, model_cache
 ):
-    """The README's order in one folder: the default run, then ``method=rent``, which runs RENT in its own
-    folder (``outputs/cpmobius/default_rent``) instead of finding the default's checkpoints; then that RENT
-    run, stopped after step 2 and resumed, ends as an uninterrupted one."""
+    """The README's order in one folder: the default run's checkpoints there, then ``method=rent``, which runs
+    RENT in its own folder (``outputs/cpmobius/default_rent``) instead of resuming from the default's; then that
+    RENT run, stopped after step 2 and resumed, ends as an uninterrupted one.
+
+    The default run's folder is laid out as that run leaves it after step 1 (its tracker file naming step 1,
+    the step's folder) rather than run (a launch costs about a minute of the suite): a RENT run that took it for
+    its own would resume from it, print so, and fail on the step folder."""
     import torch
 
+    from cpmobius.checkpoint import TRACKER_FILE
+
     clone = tmp_path / "clone"
-    clone.mkdir()
-    default = run_main(None, model_cache, "warmup.enabled=false", "trainer.total_training_steps=1", cwd=clone)
-    assert sorted(table_rows(default.stdout)) == [0, 1] and "reward" not in table_rows(default.stdout)[1]
+    default = clone / "outputs" / "cpmobius" / "default"
+    (default / "global_step_1").mkdir(parents=True)
+    (default / TRACKER_FILE).write_text("1")
     straight, stopped = tmp_path / "straight", clone / "outputs" / "cpmobius" / "default_rent"
     done = run_main(straight, model_cache, "method=rent", "trainer.total_training_steps=3")
     rows = table_rows(done.stdout)
@@ -84,7 +90,7 @@ def test_rent_after_the_default_run_is_its_own_run_and_resumed_ends_where_an_uni
     first = run_main(None, model_cache, "method=rent", "trainer.total_training_steps=2", cwd=clone)
     assert "resumed from" not in first.stdout and "already at step" not in first.stdout
     assert all(float(table_rows(first.stdout)[step]["reward"]) < 0 for step in (1, 2))  # RENT's rows
-    assert (stopped / "global_step_2").is_dir() and not (clone / "outputs/cpmobius/default/global_step_2").exists()
+    assert (stopped / "global_step_2").is_dir() and not (default / "global_step_2").exists()
     resumed = run_main(None, model_cache, "method=rent", "trainer.total_training_steps=3", cwd=clone)
     assert "resumed from" in resumed.stdout and "at step 2" in resumed.stdout
     timings = ("rollout_s", "update_s", "val_s", "step_s")
@@ -107,8 +113,9 @@ def test_rent_after_the_default_run_is_its_own_run_and_resumed_ends_where_an_uni
 
 
 def test_rzero_alternates_its_phases_logs_every_step_and_resumes_inside_a_solver_phase(tmp_path, model_cache):
-    """A Challenger step, then two Solver steps; a run stopped after the first Solver step resumes with the saved
-    Solver set (no new questions written) and ends in the uninterrupted run's state."""
+    """A Challenger step, then two Solver steps; a run resumed from the checkpoint after the first Solver step
+    (the uninterrupted run's, by ``trainer.resume_from_path``: the files a run stopped there leaves) goes on with
+    the saved Solver set (no new questions written) and ends in the uninterrupted run's state."""
     rzero = (
         "method=rzero",
         "method.challenger_steps=1",
@@ -121,7 +128,7 @@ def test_rzero_alternates_its_phases_logs_every_step_and_resumes_inside_a_solver
         "method.solver_band_low=0.0",
         "method.solver_band_high=1.0",
     )
-    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    straight, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
     done = run_main(straight, model_cache, *rzero, "trainer.total_training_steps=3")
     rows = table_rows(done.stdout)
     assert sorted(rows) == [0, 1, 2, 3]
@@ -138,13 +145,16 @@ def test_rzero_alternates_its_phases_logs_every_step_and_resumes_inside_a_solver
     assert all("val/accuracy" in by_step[step] for step in (1, 2, 3))
     assert (straight / "global_step_3" / "coach").is_dir()  # the Coach is trained and checkpointed
 
-    run_main(stopped, model_cache, *rzero, "trainer.total_training_steps=2")
-    resumed = run_main(stopped, model_cache, *rzero, "trainer.total_training_steps=3")
-    assert "resumed from" in resumed.stdout and "at step 2" in resumed.stdout
+    picked = ("trainer.resume_mode=resume_path", f"trainer.resume_from_path={straight / 'global_step_2'}")
+    resumed = run_main(resumed_dir, model_cache, *rzero, *picked, "trainer.total_training_steps=3")
+    assert f"resumed from {straight / 'global_step_2'} at step 2" in resumed.stdout
+    logged = [json.loads(line) for line in (resumed_dir / "metrics.jsonl").read_text().splitlines()]
+    resumed_steps = {entry["step"]: entry["data"] for entry in logged if "step" in entry}
+    assert 3 in resumed_steps and "rzero/solver_written" not in resumed_steps[3]  # the saved set, not a new one
     timings = ("coach_s", "rollout_s", "c_upd_s", "update_s", "val_s", "step_s")
     assert {k: v for k, v in table_rows(resumed.stdout)[3].items() if k not in timings} == {
         k: v for k, v in rows[3].items() if k not in timings
     }
-    states = [json.loads((d / "global_step_3" / "loop_state.json").read_text()) for d in (straight, stopped)]
+    states = [json.loads((d / "global_step_3" / "loop_state.json").read_text()) for d in (straight, resumed_dir)]
     assert states[1]["problem_source"] == states[0]["problem_source"] and states[0]["problem_source"]["iteration"] == 1
     assert states[1]["step"] == states[0]["step"] == 3 and states[1]["policies"] == states[0]["policies"]

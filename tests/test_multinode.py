@@ -9,16 +9,9 @@ reach) is listed in docs/multinode.md."""
 from __future__ import annotations
 
 import pytest
+from stand_ins import FAST_TOY
 
 pytestmark = pytest.mark.slow
-
-FAST_TOY = [
-    "model.pretrain.player_steps=300",
-    "model.pretrain.coach_steps=300",
-    "model.pretrain.coach_corpus=problems",
-    "model.pretrain.player_unboxed=0.0",
-    "warmup.enabled=false",
-]
 
 
 @pytest.fixture

@@ -11,21 +11,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from stand_ins import FAST_TOY
 
 pytestmark = pytest.mark.slow
 
 RANKS = 2
-# The quick toy of test_loop.py (short pretraining, no warm-up) with large steps, so that Δt moves and the
-# Coach is updated too: both optimizers then hold state to compare.
-FAST_TOY = [
-    "model.pretrain.player_steps=300",
-    "model.pretrain.coach_steps=300",
-    "model.pretrain.coach_corpus=problems",
-    "model.pretrain.player_unboxed=0.0",
-    "warmup.enabled=false",
-    "actor_rollout_ref.actor.optim.lr=1e-2",
-    "coach.verl.actor.optim.lr=1e-3",
-]
+# The quick toy world (`stand_ins.FAST_TOY`) with large steps, so that Δt moves and the Coach is updated too: both
+# optimizers then hold state to compare.
+LARGE_STEPS = ["actor_rollout_ref.actor.optim.lr=1e-2", "coach.verl.actor.optim.lr=1e-3"]
 
 
 def compose(out_dir: Path, cache_dir: Path):
@@ -36,6 +29,7 @@ def compose(out_dir: Path, cache_dir: Path):
             f"model.cache_dir={cache_dir}",
             f"trainer.default_local_dir={out_dir}",
             *FAST_TOY,
+            *LARGE_STEPS,
             f"trainer.n_gpus_per_node={RANKS}",
             "trainer.total_training_steps=2",
             "trainer.save_freq=1",
