@@ -17,8 +17,9 @@ from verl import DataProto
 from cpmobius.engine.sharing import EngineGuard
 
 # A quicker toy world than the default run's: short pretraining, a Coach pretrained on problems that writes them
-# without a warm-up (the warm-up has its own test), Player answers always boxed. Runs that share it share one cache
-# folder, ``model_cache / "fast_toy"``, and so one pretraining in the suite.
+# without a warm-up (the warm-up has its own test), Player answers always boxed. Loops built inside pytest and the
+# bench's process compute on this CPU's own kernels and share one cache folder, ``model_cache / "fast_toy"``, so one
+# pretraining; a `python -m cpmobius.main` run holds the portable kernels and would pretrain it again there.
 FAST_TOY = [
     "model.pretrain.player_steps=300",
     "model.pretrain.coach_steps=300",
@@ -26,6 +27,9 @@ FAST_TOY = [
     "model.pretrain.player_unboxed=0.0",
     "warmup.enabled=false",
 ]
+# Large steps on the quick toy world: the Player's greedy validation accuracy moves within a step or two, and every
+# Coach parameter moves (1e-2 wrecks the Coach's text).
+LARGE_STEPS = ["actor_rollout_ref.actor.optim.lr=1e-2", "coach.verl.actor.optim.lr=1e-3"]
 
 
 class ScriptedPolicy:

@@ -30,9 +30,9 @@ def test_bench_measures_the_yardstick_and_each_phase(tmp_path, model_cache):
             "--yardstick-steps",
             "2",
             "--checkpoint",
-            # The bench's process computes on this CPU's own kernels, so its quick toy world has other weights
-            # than the loop tests' and a cache folder of its own (sharing theirs, each replaced the other's models).
-            f"model.cache_dir={model_cache / 'fast_toy_native_kernels'}",
+            # The bench's process computes on this CPU's own kernels, as the in-process loop tests do: it takes
+            # (or leaves) their quick toy world's models.
+            f"model.cache_dir={model_cache / 'fast_toy'}",
             *FAST_TOY,
         ],
         capture_output=True,

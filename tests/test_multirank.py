@@ -11,14 +11,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from stand_ins import FAST_TOY
+from stand_ins import FAST_TOY, LARGE_STEPS
 
 pytestmark = pytest.mark.slow
 
 RANKS = 2
-# The quick toy world (`stand_ins.FAST_TOY`) with large steps, so that Δt moves and the Coach is updated too: both
-# optimizers then hold state to compare.
-LARGE_STEPS = ["actor_rollout_ref.actor.optim.lr=1e-2", "coach.verl.actor.optim.lr=1e-3"]
+# The quick toy world with large steps (`stand_ins`), so that Δt moves and the Coach is updated too: both optimizers
+# then hold state to compare.
 
 
 def compose(out_dir: Path, cache_dir: Path):
