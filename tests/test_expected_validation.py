@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from stand_ins import FAST_TOY
 
 from cpmobius.config import ConfigError, compose_config
 from cpmobius.engine.config import policy_config
@@ -233,8 +234,9 @@ def test_the_toy_default_and_the_gentle_world_compose_with_their_values_and_thei
 @pytest.mark.slow
 def test_the_gentle_world_runs_two_steps_on_the_greedy_pass(tmp_path, model_cache):
     """``experiment=toy_gentle`` end to end (the greedy Δt and the paper's filter rule, which the default's run
-    does not take), shrunk to run in 100-130 s on 2 cores: shorter pretraining, a Coach pretrained on the
-    instruction itself (no warm-up), 10 validation problems, m = 2, n = 4."""
+    does not take), shrunk: the quick toy world's models in place of the gentle prior's (`stand_ins.FAST_TOY`, on
+    this CPU's own kernels, so the in-process loop tests' cached models serve and nothing is pretrained here), no
+    warm-up, 10 validation problems, m = 2, n = 4."""
     import json
     import os
     import subprocess
@@ -245,12 +247,18 @@ def test_the_gentle_world_runs_two_steps_on_the_greedy_pass(tmp_path, model_cach
     command = [
         *(sys.executable, "-m", "cpmobius.main", "experiment=toy_gentle"),
         *(
-            f"model.cache_dir={model_cache / 'gentle_short_pretraining'}",
+            f"model.cache_dir={model_cache / 'fast_toy'}",
             f"trainer.default_local_dir={out}",
             f"hydra.run.dir={out / 'hydra'}",
         ),
-        *("model.pretrain.player_steps=300", "model.pretrain.coach_steps=150", "model.pretrain.coach_corpus=problems"),
-        *("warmup.enabled=false", "validation.size=10", "filter.quota=2", "player.n=4"),
+        *FAST_TOY,
+        # the quick world's own folders (the gentle preset keeps its prior's models apart), on the loop tests' kernels
+        *(
+            "model.coach_path=${model.cache_dir}/seed${seed}/tiny-coach",
+            "model.player_path=${model.cache_dir}/seed${seed}/tiny-player",
+        ),
+        "backend.portable_kernels=false",
+        *("validation.size=10", "filter.quota=2", "player.n=4"),
         "trainer.total_training_steps=2",
     ]
     repo = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """The baselines as a newcomer runs them in the toy world: ``python -m cpmobius.main method=ttrl|rent|rzero``
 exits 0, prints the method's reward and validation accuracy every step, and a RENT run and an R-Zero run (inside
-a Solver phase) resumed from a checkpoint end in the same state as uninterrupted ones."""
+a Solver phase) resumed from an uninterrupted run's checkpoint end in that run's state."""
 
 from __future__ import annotations
 
@@ -69,8 +69,9 @@ def test_rent_after_the_default_run_is_its_own_run_and_resumed_ends_where_an_uni
     tmp_path, model_cache
 ):
     """The README's order in one folder: the default run's checkpoints there, then ``method=rent``, which runs
-    RENT in its own folder (``outputs/cpmobius/default_rent``) instead of resuming from the default's; then that
-    RENT run, stopped after step 2 and resumed, ends as an uninterrupted one.
+    RENT in its own folder (``outputs/cpmobius/default_rent``) instead of resuming from the default's; a RENT run
+    resumed from that run's step-2 checkpoint (``trainer.resume_from_path``: the files a run stopped there leaves)
+    ends in its state. The same command resuming in its own folder is `test_resume`'s, for the default method.
 
     The default run's folder is laid out as that run leaves it after step 1 (its tracker file naming step 1,
     the step's folder) rather than run (a launch costs about a minute of the suite): a RENT run that took it for
@@ -83,27 +84,27 @@ def test_rent_after_the_default_run_is_its_own_run_and_resumed_ends_where_an_uni
     default = clone / "outputs" / "cpmobius" / "default"
     (default / "global_step_1").mkdir(parents=True)
     (default / TRACKER_FILE).write_text("1")
-    straight, stopped = tmp_path / "straight", clone / "outputs" / "cpmobius" / "default_rent"
-    done = run_main(straight, model_cache, "method=rent", "trainer.total_training_steps=3")
+    straight, resumed_dir = clone / "outputs" / "cpmobius" / "default_rent", tmp_path / "resumed"
+    done = run_main(None, model_cache, "method=rent", "trainer.total_training_steps=3", cwd=clone)
+    assert "resumed from" not in done.stdout and "already at step" not in done.stdout
     rows = table_rows(done.stdout)
-    assert all(float(rows[step]["reward"]) < 0 for step in (1, 2, 3))  # minus an entropy
-    first = run_main(None, model_cache, "method=rent", "trainer.total_training_steps=2", cwd=clone)
-    assert "resumed from" not in first.stdout and "already at step" not in first.stdout
-    assert all(float(table_rows(first.stdout)[step]["reward"]) < 0 for step in (1, 2))  # RENT's rows
-    assert (stopped / "global_step_2").is_dir() and not (default / "global_step_2").exists()
-    resumed = run_main(None, model_cache, "method=rent", "trainer.total_training_steps=3", cwd=clone)
-    assert "resumed from" in resumed.stdout and "at step 2" in resumed.stdout
+    assert all(float(rows[step]["reward"]) < 0 for step in (1, 2, 3))  # RENT's rows: minus an entropy
+    assert (straight / "global_step_3").is_dir() and not (default / "global_step_2").exists()
+
+    picked = ("trainer.resume_mode=resume_path", f"trainer.resume_from_path={straight / 'global_step_2'}")
+    resumed = run_main(resumed_dir, model_cache, "method=rent", *picked, "trainer.total_training_steps=3")
+    assert f"resumed from {straight / 'global_step_2'} at step 2" in resumed.stdout
     timings = ("rollout_s", "update_s", "val_s", "step_s")
     assert {k: v for k, v in table_rows(resumed.stdout)[3].items() if k not in timings} == {
         k: v for k, v in rows[3].items() if k not in timings
     }
 
-    states = [json.loads((d / "global_step_3" / "loop_state.json").read_text()) for d in (straight, stopped)]
+    states = [json.loads((d / "global_step_3" / "loop_state.json").read_text()) for d in (straight, resumed_dir)]
     assert states[0]["step"] == states[1]["step"] and states[0]["policies"] == states[1]["policies"]
     assert states[0]["delta_t_history"] == pytest.approx(states[1]["delta_t_history"])
     weights = [
         torch.load(d / "global_step_3" / "player" / "model_world_size_1_rank_0.pt", weights_only=False)
-        for d in (straight, stopped)
+        for d in (straight, resumed_dir)
     ]
     for name, tensor in weights[0].items():
         other = weights[1][name]

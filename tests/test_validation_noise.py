@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from stand_ins import ScriptedPolicy
+from stand_ins import FAST_TOY, ScriptedPolicy
 
 from cpmobius.config import compose_config
 from cpmobius.engine.config import policy_config
@@ -89,7 +89,7 @@ def test_the_step_table_shows_the_snr_after_delta_t_for_every_method():
 
 @pytest.mark.slow
 def test_the_paper_noise_preset_runs_a_step_with_its_snr_and_the_ood_set_through_verl(tmp_path, model_cache):
-    """``experiment=toy_paper_noise`` end to end, shrunk (shorter pretraining, no warm-up, 10 validation problems x
+    """``experiment=toy_paper_noise`` end to end, shrunk (the quick toy world, no warm-up, 10 validation problems x
     4 samples, 12 out-of-distribution ones, m = 2, n = 4, one step): the sampled passes' standard errors, Δt's SNR
     and the out-of-distribution set's sampled accuracy reach the metrics file and the step table."""
     import json
@@ -101,10 +101,13 @@ def test_the_paper_noise_preset_runs_a_step_with_its_snr_and_the_ood_set_through
     out = tmp_path / "run"
     command = [
         *(sys.executable, "-m", "cpmobius.main", "experiment=toy_paper_noise"),
-        *(f"model.cache_dir={model_cache / 'short_problems_pretraining'}", f"trainer.default_local_dir={out}"),
+        *(f"model.cache_dir={model_cache / 'fast_toy'}", f"trainer.default_local_dir={out}"),
         f"hydra.run.dir={out / 'hydra'}",
-        *("model.pretrain.player_steps=300", "model.pretrain.coach_steps=150", "model.pretrain.coach_corpus=problems"),
-        *("warmup.enabled=false", "validation.size=10", "validation.samples_per_problem=4"),
+        # The quick toy world on this CPU's own kernels, as the in-process loop tests and the bench test run it:
+        # their cached models serve (a launched run holds the portable kernels otherwise, and pretrains anew).
+        *FAST_TOY,
+        "backend.portable_kernels=false",
+        *("validation.size=10", "validation.samples_per_problem=4"),
         *("validation.ood_dataset=toy_ood", "validation.ood_size=12", "filter.quota=2", "player.n=4"),
         "trainer.total_training_steps=1",
     ]
