@@ -62,6 +62,17 @@ def model_cache(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
+def hub_offline(monkeypatch) -> None:
+    """The Hugging Face hub switched off in this process, as ``HF_HUB_OFFLINE=1`` does for a fresh one: the
+    variable alone is read once, when huggingface_hub is first imported, so a test that only sets it would try the
+    unreachable hub five times over 25 s before each hub id fails."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+@pytest.fixture
 def benchmark_dir(tmp_path):
     """Factory: ``benchmark_dir({bench: [gold, ...]})`` writes ``tmp_path/data/<bench>/<bench>.jsonl``
     (problem i of ``bench`` has id ``<bench>-i`` and answer ``golds[bench][i]``) and returns ``tmp_path/data``."""

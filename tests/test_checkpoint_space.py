@@ -137,9 +137,8 @@ def test_the_1p5b_checkpoint_and_the_disk_that_could_not_hold_it(tmp_path, monke
     )
 
 
-def test_a_model_config_out_of_reach_leaves_the_space_unchecked_and_the_run_going(tmp_path, monkeypatch):
+def test_a_model_config_out_of_reach_leaves_the_space_unchecked_and_the_run_going(tmp_path, hub_offline):
     """A hub id with the hub unreachable (the launch scripts accept hub ids): one line, no traceback."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cfg = paper_shape_config(tmp_path, "model.player_path=nobody/no-such-model")
     line = check_checkpoint_space(cfg, build_policy_configs(cfg))
     assert (

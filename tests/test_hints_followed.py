@@ -144,9 +144,8 @@ def test_a_misspelt_key_inside_a_typed_dict_is_named_as_the_key_to_write_there(c
 
 
 @pytest.fixture
-def paper_launch(tmp_path, monkeypatch) -> list[str]:
+def paper_launch(tmp_path, hub_offline) -> list[str]:
     """``bash scripts/train_qwen_1p5b.sh``'s command line (the paper preset on the vLLM backend), hub switched off."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return launch_command_line(tmp_path, "train_qwen_1p5b.sh")
 
 
@@ -200,11 +199,10 @@ def test_the_cpu_torch_stop_of_a_launch_script_is_followed_with_the_printed_back
 
 
 @pytest.mark.parametrize("fetched", [False, True], ids=["the preset's stated context", "a model folder"])
-def test_the_printed_rope_override_makes_a_budget_over_the_context_fit(tmp_path, capsys, monkeypatch, fetched):
+def test_the_printed_rope_override_makes_a_budget_over_the_context_fit(tmp_path, capsys, hub_offline, fetched):
     """Qwen2.5-Math-1.5B (4,096 positions) with 5,000 response tokens: the override the refusal prints extends
     RoPE far enough, whether the context comes from the model's ``config.json`` or, before the model is fetched,
     from the preset's ``model.context_tokens``."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     args = ["model=qwen2p5_math_1p5b", "data.max_response_length=5000"]
     if fetched:
         (tmp_path / "model").mkdir()
