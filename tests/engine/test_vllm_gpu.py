@@ -72,9 +72,11 @@ class WakeRecorder:
     """Device memory in use around every engine wake (wraps the run's `EngineGuard`).
 
     ``asleep``: right before an engine wakes, after the guard put the other one to sleep; ``awake``:
-    right after the wake. A sleeping vLLM engine gives its weights and KV cache back (level-2 sleep),
-    so ``asleep`` stays near the memory in use when the recorder started (both asleep; it grows only
-    by the trainers' optimizer states), and each wake adds one engine: about ``UTILIZATION`` of the GPU.
+    right after the wake. A sleeping vLLM engine gives its weights and KV cache back (level-2 sleep), so
+    each wake adds one engine: about ``UTILIZATION`` of the GPU. ``asleep`` grows beside that by the
+    trainers' gradients and optimizer states (both policies' fp32 AdamW moments: 14.6 GiB here on an H100
+    after two updates each), which do not scale with the card: checked against the card's share, it
+    failed on an H100 (80 GB) and passed on an H200 (139 GiB), so only each wake's addition is checked.
     """
 
     def __init__(self, guard) -> None:
@@ -101,10 +103,12 @@ class WakeRecorder:
         )
 
     def check_one_engine_awake(self) -> None:
+        """Every wake adds more than half an engine (an engine that kept its memory while asleep adds next to
+        nothing when it wakes) and less than 1.3 engines (never two engines awake together)."""
         engine = UTILIZATION * self.total
-        asleep = max(a for _, a, _ in self.samples)
-        assert asleep - self.baseline < 0.6 * engine, f"an engine kept its memory while asleep: {self.report()}"
-        assert max(b - a for _, a, b in self.samples) < 1.3 * engine, self.report()
+        added = [awake - asleep for _, asleep, awake in self.samples]
+        assert min(added) > 0.5 * engine, f"an engine kept its memory while asleep: {self.report()}"
+        assert max(added) < 1.3 * engine, f"two engines awake together: {self.report()}"
 
 
 @pytest.fixture(scope="module")
