@@ -9,11 +9,12 @@ instruction, `code_version`), and a folder is reused only when that record match
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import torch
 
@@ -98,6 +99,9 @@ def materialize_toy_models(
 ) -> tuple[Path, Path]:
     """Build, pretrain and save the toy Coach and Player (HF layout), unless cached with the same specs.
 
+    Calls for the same folders at once (two runs of one seed started side by side) pretrain them once: each
+    folder has a lock file beside it (``.<name>.lock``), and the later call waits, then finds them cached.
+
     The Coach learns arithmetic text (`coach_sampler`); the Player learns problem → ``\\boxed{answer}``
     with slips (`player_sampler`), so that it is right on some samples and wrong on others.
 
@@ -115,6 +119,44 @@ def materialize_toy_models(
     """
     record = _toy_record(coach_instruction, tiny_spec, pretrain_spec)
     paths = {"Coach": Path(coach_path).expanduser(), "Player": Path(player_path).expanduser()}
+    with _folder_locks(paths.values()):
+        _materialize_locked(paths, record, coach_instruction, tiny_spec, pretrain_spec, progress, coach_ready)
+    return paths["Coach"], paths["Player"]
+
+
+@contextlib.contextmanager
+def _folder_locks(folders: Iterable[Path]) -> Iterator[None]:
+    """Hold a lock file beside each folder (``.<name>.lock``), always in the order given.
+
+    Two runs of one seed started at once (two ablations side by side on a fresh cache) would otherwise both
+    pretrain into the same folders, the second replacing the first's folder while the first may be loading it;
+    with the locks, the second waits and then finds the models cached.
+    """
+    from filelock import FileLock, Timeout
+
+    with contextlib.ExitStack() as stack:
+        for folder in folders:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(folder.with_name(f".{folder.name}.lock")))
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                print(f"[cpmobius] toy world: waiting for another run that is writing {folder}", flush=True)
+                lock.acquire()
+            stack.callback(lock.release)
+        yield
+
+
+def _materialize_locked(
+    paths: dict[str, Path],
+    record: dict,
+    coach_instruction: str,
+    tiny_spec: Optional[dict[str, int]],
+    pretrain_spec: PretrainSpec,
+    progress: bool,
+    coach_ready: Optional[Callable[[], None]],
+) -> None:
+    """`materialize_toy_models`'s work, its folders' locks held."""
     todo = [role for role, path in paths.items() if not _is_cached(path, record)]
     args = (coach_instruction, tiny_spec, pretrain_spec, record, progress)
     # Each on one thread (`pretrain`), the Player's in a second process, same seeds as one by one. A process already
@@ -141,7 +183,6 @@ def materialize_toy_models(
     for role, child in children.items():
         if child.exitcode != 0:
             raise RuntimeError(f"pretraining the tiny {role} failed (exit {child.exitcode})")
-    return paths["Coach"], paths["Player"]
 
 
 def _start_child(role: str, path: Path, args: tuple) -> Any:
