@@ -10,7 +10,6 @@ script in `test_hints_followed_tools`.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from omegaconf import DictConfig, OmegaConf
+from test_scripts import handed_to_python
 
 from cpmobius.config import ConfigError, compose_config
 from cpmobius.config.known_keys import check_override_keys
@@ -55,20 +55,6 @@ def printed_fix(message: str, marker: str) -> list[str]:
         fixes.append(word.rstrip("?),;"))
     assert fixes, message
     return fixes
-
-
-def launch_command_line(tmp_path: Path, script: str, *args: str) -> list[str]:
-    """The overrides a launch script hands ``python -m cpmobius.main``, read off a stub ``python`` in front of PATH."""
-    stub = tmp_path / "bin" / "python"
-    stub.parent.mkdir(exist_ok=True)
-    stub.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n')
-    stub.chmod(0o755)
-    env = {**os.environ, "PATH": f"{stub.parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", str(REPO / "scripts" / script), *args], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    argv = done.stdout.splitlines()
-    assert argv[:2] == ["-m", "cpmobius.main"], argv
-    return argv[2:]
 
 
 # --------------------------------------------------------------------------- refused command lines
@@ -146,7 +132,7 @@ def test_a_misspelt_key_inside_a_typed_dict_is_named_as_the_key_to_write_there(c
 @pytest.fixture
 def paper_launch(tmp_path, hub_offline) -> list[str]:
     """``bash scripts/train_qwen_1p5b.sh``'s command line (the paper preset on the vLLM backend), hub switched off."""
-    return launch_command_line(tmp_path, "train_qwen_1p5b.sh")
+    return handed_to_python(tmp_path, "train_qwen_1p5b.sh")[0]
 
 
 def test_the_liger_stop_of_a_launch_script_is_followed_as_printed(paper_launch, capsys, monkeypatch):
