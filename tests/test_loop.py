@@ -89,7 +89,10 @@ def test_coach_is_untouched_when_delta_t_is_zero(loop):
     assert not changed(before, checksums(loop.coach))
 
 
-def test_step_runs_algorithm_1_and_moves_both_policies(loop):
+def test_step_runs_algorithm_1_times_its_operations_and_moves_both_policies(loop):
+    import time
+
+    from cpmobius.engine.timing import op_marks
     from cpmobius.validation import measure_accuracy
 
     s = loop.settings
@@ -97,9 +100,11 @@ def test_step_runs_algorithm_1_and_moves_both_policies(loop):
     for attempt in range(4):  # Δt is 0 on some steps; take the first step where it is not
         coach_before, player_before = checksums(loop.coach), checksums(loop.player)
         mark = loop.stages.mark()
+        marks, switches, started = op_marks(loop.policies), loop.player.guard.switches, time.perf_counter()
         metrics = loop.step()
         if metrics.get("loop/skipped"):
             continue
+        assert_ops_timed_inside_the_step(loop, marks, switches, time.perf_counter() - started, metrics)
         stages = loop.stage_sequence(mark)
         attempts = stages[: stages.index("player_update")]
         assert attempts[0] == "coach" and set(attempts) <= {"coach", "difficulty_filter"}  # resampling attempts
@@ -145,23 +150,19 @@ def test_validation_pass_over_the_real_amc_copy(loop):
     assert 0.0 <= result.accuracy <= 1.0
 
 
-def test_policy_operations_are_timed_inside_the_step(loop):
-    import time
+def assert_ops_timed_inside_the_step(loop, marks, switches, step_s, metrics):
+    """Every policy operation of a trained step (generation, log-prob, update, each engine switch's wake) was timed,
+    and the timed operations nest inside the step's wall time."""
+    from cpmobius.engine.timing import op_metrics, split_step
 
-    from cpmobius.engine.timing import op_marks, op_metrics, split_step
-
-    marks, switches, started = op_marks(loop.policies), loop.player.guard.switches, time.perf_counter()
-    metrics = loop.step()
-    step_s = time.perf_counter() - started
     ops = op_metrics(loop.policies, marks)
     assert ops["timing_s/ops/coach/generate"] > 0 and ops["timing_s/ops/coach/generate"] <= metrics["timing_s/coach"]
     assert ops["timing_s/ops/player/generate"] > 0
+    assert ops["timing_s/ops/player/update"] > 0 and ops["timing_s/ops/player/log_prob"] > 0
     wakes = sum(
         op == "wake" for role, policy in loop.policies.items() for op, _, _ in policy.ops.intervals[marks[role] :]
     )
     assert wakes == loop.player.guard.switches - switches >= 2  # every engine switch is one timed wake
-    if not metrics.get("loop/skipped"):
-        assert ops["timing_s/ops/player/update"] > 0 and ops["timing_s/ops/player/log_prob"] > 0
     summed = {}
     for key, seconds in ops.items():
         summed[key.rsplit("/", 1)[1]] = summed.get(key.rsplit("/", 1)[1], 0.0) + seconds
