@@ -2,19 +2,27 @@
 # A measured CPMöbius run with a real model on one lent GPU machine (no network, <= 10 min a call),
 # in one burst of calls started straight after each other (an idle machine goes back after 30 s).
 #
-# Here, once: build `.whl` (../shared/tools/make_device_bundle.sh .whl, plus the `gguf` and `liger-kernel` wheels:
-# `pip download --no-deps gguf==0.19.0 liger-kernel==0.8.5 -d .whl`),
-# `.vllm_parts` (../shared/tools/make_vllm_parts.sh), `.vllm_extras` (scripts/device/make_vllm_extras.sh),
-# `.evaldata/eval/<name>/<name>.jsonl` (the benchmark files) and the model's assembled GGUF file split
-# into 57 MiB chunks (a call carries 64 MiB, the tree included): `split -b 59768832 -d -a 2 <file>.gguf .models/<name>.gguf.part`.
+# Here, once: build the wheel bundle (../shared/tools/make_device_bundle.sh, plus the `gguf` and `liger-kernel`
+# wheels: `pip download --no-deps gguf==0.19.0 liger-kernel==0.8.5`) in two folders that each fit a call beside the
+# tree: `.whl` (ray and its jsonschema/referencing/rpds wheels) and `.whlb` (the rest: verl, gguf, liger, ...);
+# `.vllm_parts` (PART_MIB=45 ../shared/tools/make_vllm_parts.sh), `.vllm_extras` (scripts/device/make_vllm_extras.sh),
+# `.evaldata/eval/<name>/<name>.jsonl` (the benchmark files) and the model's assembled GGUF file split into
+# chunks of 45 MiB (a call carries 64 MiB, the tree's 17 MiB included): `split -b 47185920 -d -a 2 <file>.gguf
+# .m51/<name>.gguf.part`. Order (each call started as soon as the previous one returns):
 #
-#   calls 1..k   carry [one chunk]             bash scripts/device/real_model_run.sh stage <chunk>
-#   call         carry [.whl, .vllm_extras]     bash scripts/device/vllm_check.sh --install-only
+#   call         carry [.whl, .vllm_extras]    bash scripts/device/vllm_check.sh --install-only
+#   calls        carry [one chunk]             bash scripts/device/real_model_run.sh stage <chunk>
+#   call         carry [last chunk, .whlb]     python3 -m pip install -q --no-index --no-deps --no-compile
+#                    --no-cache-dir --upgrade --target /tmp/site .whlb/*.whl &&
+#                    MODEL=<name> bash scripts/device/real_model_run.sh stage --convert <last chunk>
+#   calls        carry [one vLLM part]         mkdir -p /root/vllm_parts && mv .vllm_parts/partNN /root/vllm_parts/
 #   call         carry [last vLLM part, .vllm_parts/SHA256SUM, .vllm_parts/install_vllm.sh, .evaldata]
-#                                               bash scripts/device/real_model_run.sh start
-#   calls        (nothing carried)              bash scripts/device/real_model_run.sh poll 540
-#   last call                                   bash scripts/device/real_model_run.sh finish
+#                                              MODEL=<name> bash scripts/device/real_model_run.sh start
+#   calls        (nothing carried)             bash scripts/device/real_model_run.sh poll 540
+#   last call                                  bash scripts/device/real_model_run.sh finish
 #
+# `stage --convert` assembles and converts the model in the background while vLLM's parts arrive (the GPU
+# machine's own torch and transformers; gguf from /tmp/site); without it, `start` does both.
 # `start` installs vLLM, assembles and converts the model (python -m cpmobius.models convert), then
 # starts in the background (setsid, so they outlive the call) one pipeline — the training loop, then
 # the merge of its last Player checkpoint into a HF folder (verl's model merger), then that model's
@@ -148,23 +156,46 @@ prepare() {  # install vLLM (once per machine), copy the benchmark files, assemb
   elif [ ! -d $WORK/data/eval ]; then
     echo "no benchmark files: carry .evaldata in this call"; return 5
   fi
-  # A second start on the same machine (a call that failed after the conversion) finds no staged parts:
-  # the model converted then is used as it is.
-  if ! ls $STAGE/*.gguf.part* >/dev/null 2>&1; then
+  if [ -f $WORK/convert.pid ]; then  # the conversion `stage --convert` started in the background
+    t=$(date +%s)
+    while kill -0 "$(cat $WORK/convert.pid)" 2>/dev/null; do sleep 2; done
+    echo "background conversion (waited $(( $(date +%s) - t )) s for it):"; cat $WORK/convert.log; rm -f $WORK/convert.pid
+  fi
+  if ls $STAGE/*.gguf.part* >/dev/null 2>&1; then
+    cat $STAGE/*.gguf.part* > $WORK/model.gguf && rm -f $STAGE/*.gguf.part*
+  fi
+  # A second start on the same machine (a call that failed after the conversion) finds no staged parts and no
+  # GGUF file: the model converted then is used as it is. A GGUF file left means a conversion failed: again here.
+  if [ ! -f $WORK/model.gguf ]; then
     python3 -m cpmobius.models path "$MODEL" >/dev/null 2>&1 && { echo "model $MODEL already converted"; return 0; }
     echo "no staged model parts and no converted $MODEL: stage the chunks first"; return 5
   fi
-  cat $STAGE/*.gguf.part* > $WORK/model.gguf && rm -f $STAGE/*.gguf.part*
-  t=$(date +%s)
+  convert_model
+}
+
+convert_model() {  # $WORK/model.gguf (the assembled chunks) into the cache's HF folder; the GGUF goes once converted
+  local t=$(date +%s)
   python3 -m cpmobius.models convert --gguf $WORK/model.gguf --name "$MODEL" || { echo "convert failed"; return 5; }
   echo "convert: $(( $(date +%s) - t )) s"
   rm -f $WORK/model.gguf
 }
 
 case "${1:-}" in
-stage)
-  shift; mkdir -p $STAGE
-  for f in "$@"; do mv "$f" $STAGE/ && echo "staged $(basename "$f") ($(du -m $STAGE/$(basename "$f") | cut -f1) MiB)"; done ;;
+stage)  # stage [--convert] CHUNK...: --convert with the last chunk (gguf installed in /tmp/site, MODEL set)
+  shift; mkdir -p $STAGE $WORK
+  convert=0; [ "${1:-}" = "--convert" ] && { convert=1; shift; }
+  for f in "$@"; do mv "$f" $STAGE/ && echo "staged $(basename "$f") ($(du -m $STAGE/$(basename "$f") | cut -f1) MiB)"; done
+  if [ $convert = 1 ]; then
+    # The model is assembled and converted (about 75 s) in the background while the next calls carry vLLM's
+    # parts; `start` waits for it, and converts again if it failed.
+    setsid nohup bash "$0" convert > $WORK/convert.log 2>&1 < /dev/null &
+    echo $! > $WORK/convert.pid; echo "conversion of $MODEL started in the background"
+  fi ;;
+
+convert)  # started by `stage --convert`; not meant to be called by hand
+  # From a copy of the package: the next call's tree may replace this one while the conversion runs.
+  rm -rf $WORK/code && mkdir -p $WORK/code && cp -r cpmobius $WORK/code/ && export PYTHONPATH=/tmp/site:$WORK/code
+  cat $STAGE/*.gguf.part* > $WORK/model.gguf && rm -f $STAGE/*.gguf.part* && convert_model ;;
 
 start)
   start=$(date +%s)
