@@ -47,6 +47,10 @@ _SAFETY = MP.mpf(10) ** 10
 _ILL_CONDITIONED = MP.mpf(10) ** -30
 _MAX_BITS = 400_000  # largest exact rational we build (~120k digits); beyond: "too big"
 _MAX_EXP = 100_000
+# Largest |argument| the fast path hands a function (`FUNCS`): sin, exp and the like of a larger value reduce it
+# at a precision that grows with its size (sin((π^99999)^99999) ran for minutes in the calling process, where no
+# timeout applies); beyond it the worker pool decides, under the grading timeout.
+MAX_FUNCTION_ARG = MP.mpf(10) ** 12
 
 
 class Unsupported(Exception):

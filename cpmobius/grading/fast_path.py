@@ -17,6 +17,7 @@ from typing import Any
 
 from .arithmetic import (
     FUNCS,
+    MAX_FUNCTION_ARG,
     MP,
     Inf,
     Irr,
@@ -258,6 +259,8 @@ class _Parser:
         if isinstance(arg, Inf):
             raise Unsupported
         x, ex = to_mpf(arg), num_err(arg)
+        if abs(x) > MAX_FUNCTION_ARG:
+            raise Unsupported  # an argument too large to evaluate here, in bounded time: the worker decides
         f = FUNCS[name]
         try:
             values = [f(x), f(x + ex)] if ex else [f(x)]

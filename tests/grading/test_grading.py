@@ -810,3 +810,20 @@ def test_cli_malformed_input_is_a_clear_error(command, stdin, message):
     out = _cli([command], stdin)
     assert out.returncode == 2
     assert message in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [r"\sin((\pi^{99999})^{99999})", r"\exp((e^{99999})^{99999})", r"\tan((e^{99999})^{99999})", r"\cos(10^{15})"],
+)
+def test_a_function_of_a_huge_argument_is_decided_within_the_timeout(answer):
+    """sin, exp and the like of an astronomically large value are not evaluated in the calling process (no timeout
+    applies there: sin((π^99999)^99999) ran for minutes); the worker pool decides under the grading timeout."""
+    started = time.monotonic()
+    result = grade("2", rf"\boxed{{{answer}}}", timeout_s=2.0)
+    assert time.monotonic() - started < 2.0 + 10  # the pool's start-up included
+    assert not result.correct and result.status in ("ok", "timeout")
+    assert grade(r"\sin(10^{12})", r"\boxed{\sin(1000000000000)}", timeout_s=2.0).correct  # at the bound
+    started = time.monotonic()
+    assert not answers_equivalent(answer, "2", timeout_s=2.0)
+    assert time.monotonic() - started < 2.0 + 10
