@@ -215,19 +215,27 @@ def select_intact_checkpoint(root: str | os.PathLike, report: Callable[[str], No
         report: called with each one-line message.
 
     Returns:
-        the folder, or None when there is no tracker (a new run).
+        the folder, or None when there is neither a tracker nor a ``global_step_*`` folder (a new run). Checkpoints
+        without a tracker (lost or deleted) are resumed from, as with a tracker holding garbage.
 
     Raises:
-        CheckpointCorruptError: a tracker exists but no checkpoint is intact; one line with the keys to set.
+        CheckpointCorruptError: a tracker or checkpoints exist but no checkpoint is intact, or the tracker is not a
+            file; one line with the keys to set.
     """
     root = Path(root)
     tracker = root / TRACKER_FILE
-    if not tracker.is_file():
-        return None
-    text = tracker.read_text(errors="replace").strip()
     steps = sorted((s for s in map(checkpoint_step, root.glob("global_step_*")) if s is not None), reverse=True)
+    if tracker.exists() and not tracker.is_file():
+        raise CheckpointCorruptError(f"{tracker} is not a file: remove it to resume from the newest intact checkpoint")
+    if not tracker.is_file() and not steps:
+        return None
+    # CPMöbius: verl starts a new run when the tracker is missing; beside checkpoints that would overwrite and prune
+    # them, and drop the earlier run's metrics. A missing tracker is read as an unreadable one.
+    text = tracker.read_text(errors="replace").strip() if tracker.is_file() else ""
     named = parse_step(text)
-    if named is None:
+    if not tracker.is_file():
+        report(f"[cpmobius] {tracker} is missing beside checkpoints: resuming from the newest intact checkpoint")
+    elif named is None:
         report(f"[cpmobius] {tracker} holds {text[:40]!r}, not a step: resuming from the newest intact checkpoint")
     else:
         previous = root / f".global_step_{named}.previous"

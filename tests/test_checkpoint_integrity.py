@@ -193,6 +193,22 @@ def test_a_tracker_naming_a_missing_step_resumes_from_the_newest_checkpoint_befo
     assert (tmp_path / checkpoint.TRACKER_FILE).read_text() == "2"
 
 
+def test_checkpoints_whose_tracker_is_lost_are_resumed_not_overwritten(tmp_path):
+    """verl reads a missing tracker as a new run: its saves would overwrite and prune the earlier run's
+    checkpoints and its metrics be dropped. Here the newest intact checkpoint is resumed and the tracker rewritten."""
+    save(tmp_path, 1), save(tmp_path, 2)
+    (tmp_path / checkpoint.TRACKER_FILE).unlink()
+    lines = []
+    assert checkpoint.check_resume(run_cfg(tmp_path), lines.append) == 2
+    assert len(lines) == 1 and checkpoint.TRACKER_FILE in lines[0] and "missing" in lines[0]
+    assert (tmp_path / checkpoint.TRACKER_FILE).read_text() == "2"
+    assert checkpoint.check_resume(run_cfg(tmp_path / "fresh"), lines.append) == 0 and len(lines) == 1  # a new run
+    (tmp_path / checkpoint.TRACKER_FILE).unlink()
+    (tmp_path / checkpoint.TRACKER_FILE).mkdir()
+    with pytest.raises(checkpoint.CheckpointCorruptError, match="is not a file"):
+        checkpoint.check_resume(run_cfg(tmp_path), lines.append)
+
+
 def test_no_intact_checkpoint_is_one_line_naming_the_keys_and_nothing_is_unpickled(tmp_path):
     truncate(save(tmp_path, 1) / "player" / SHARDS[0])
     with pytest.raises(checkpoint.CheckpointCorruptError) as none_left:
