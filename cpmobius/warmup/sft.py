@@ -10,6 +10,7 @@ fixes as the policy workers apply, plus a gloo process group for verl's SFT entr
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,14 +34,21 @@ def _gloo_process_group(timeout_second: int = 36000) -> tuple[int, int, int]:
     return int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
+def quoted(value: Any) -> str:
+    """``value`` as a quoted Hydra override value, read back as exactly that string: a run folder named
+    ``quota=4`` or ``q4,n8`` is otherwise a parse error or a sweep of verl's SFT trainer."""
+    text = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", str(value))  # a quote, and backslashes before it
+    return "'" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text) + "'"
+
+
 def sft_overrides(cfg: Any, data_path: str, output_dir: Path) -> list[str]:
     """verl ``sft_trainer_engine`` overrides for the Coach warm-up, from the ``warmup`` group and the
     Coach's model and engine settings (dtype, mixed precision, strategy follow the backend)."""
     w = cfg.warmup
     actor = cfg.actor_rollout_ref.actor
     overrides = [
-        f"model.path={cfg.model.coach_path}",
-        f"data.train_files={data_path}",
+        f"model.path={quoted(cfg.model.coach_path)}",
+        f"data.train_files={quoted(data_path)}",
         "data.messages_key=messages",
         f"data.train_batch_size={w.batch_size}",
         f"data.micro_batch_size_per_gpu={w.micro_batch_size_per_gpu}",
@@ -51,11 +59,11 @@ def sft_overrides(cfg: Any, data_path: str, output_dir: Path) -> list[str]:
         f"optim.lr={w.lr}",
         f"trainer.total_epochs={w.epochs}",
         f"trainer.total_training_steps={w.max_steps if w.max_steps else 'null'}",
-        f"trainer.default_local_dir={output_dir}",
+        f"trainer.default_local_dir={quoted(output_dir)}",
         f"trainer.n_gpus_per_node={cfg.trainer.n_gpus_per_node}",
         "trainer.logger=[console]",
         "trainer.resume_mode=disable",
-        f"hydra.run.dir={output_dir / 'hydra'}",  # Hydra's own logs beside the warm-up, not outputs/<date> in the cwd
+        f"hydra.run.dir={quoted(output_dir / 'hydra')}",  # Hydra's logs beside the warm-up, not in the cwd
         f"trainer.seed={cfg.actor_rollout_ref.rollout.seed}",
         "checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         f"engine.strategy={actor.strategy}",

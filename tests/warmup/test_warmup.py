@@ -35,7 +35,7 @@ def test_warmup_trains_the_coach_through_verl_and_is_reused(tmp_path, model_cach
     cfg = compose_config(
         [
             f"model.cache_dir={model_cache}",
-            f"trainer.default_local_dir={tmp_path / 'run'}",
+            f"trainer.default_local_dir='{tmp_path / 'run quota=4,n=8'}'",  # a run named by its overrides
             "warmup.enabled=true",
             f"warmup.data={data}",
             "warmup.max_steps=3",
