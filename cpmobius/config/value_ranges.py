@@ -78,7 +78,8 @@ def field_type_problem(instance: Any, path: str, prefix: str = "actor_rollout_re
         prefix: the policy's config path ("player.verl"), or "actor_rollout_ref".
 
     Returns:
-        ``"<key>: expected float, got 'fast'"``, or None. A None value passes (verl leaves many fields unset).
+        ``"<key>: expected float, got 'fast'"``, or None. A None value passes where the field is Optional or verl's
+        own default is None (verl leaves many fields unset), and is a problem where verl's default is a value.
     """
     try:
         hints = typing.get_type_hints(type(instance))
@@ -95,7 +96,12 @@ def field_type_problem(instance: Any, path: str, prefix: str = "actor_rollout_re
         args = typing.get_args(hint)
         optional = typing.get_origin(hint) is typing.Union and type(None) in args
         base = next((a for a in args if a is not type(None)), None) if optional else hint
-        if base not in _SCALARS or value is None:
+        if base not in _SCALARS:
+            continue
+        if value is None:
+            if not optional and item.default is not None and item.default is not dataclasses.MISSING:
+                # null where verl's default is a value: its dataclass takes it, AdamW(lr=None) raised in a worker
+                return f"{policy_key(prefix, where)}: expected {base.__name__}, got None"
             continue
         if base is float:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -72,6 +72,10 @@ VALUE_CASES = [
     ("player.verl.rollout.top_p=1.5", r"player\.verl\.rollout\.top_p"),
     ("+coach.verl.rollout.top_k=-5", r"coach\.verl\.rollout\.top_k"),
     ("+player.verl.rollout.val_kwargs.top_p=0", r"player\.verl\.rollout\.val_kwargs\.top_p"),
+    # null where verl's own default is a number: its dataclasses take it, the optimizer raised in a worker
+    ("player.verl.actor.optim.lr=null", r"player\.verl\.actor\.optim\.lr"),
+    ("player.verl.rollout.temperature=null", r"player\.verl\.rollout\.temperature"),
+    ("coach.verl.actor.kl_loss_coef=null", r"coach\.verl\.actor\.kl_loss_coef"),
     # method floats: inf passed their ">= x" checks, nan the ones without a range
     ("warmup.lr=inf", r"warmup\.lr"),
     ("filter.coach_reserve=inf", r"filter\.coach_reserve"),
