@@ -71,9 +71,19 @@ def _toy_record(coach_instruction: str, tiny_spec: Optional[dict[str, int]], pre
     return json.loads(json.dumps(record))  # as read back from the marker file (tuples become lists)
 
 
+FILES = "cpmobius_files.json"  # each file's size, written before the marker: a truncated file is not a cached model
+
+
 def _is_cached(path: Path, record: dict) -> bool:
-    marker = path / "cpmobius_toy.json"
-    return marker.exists() and json.loads(marker.read_text()) == record
+    """Whether ``path`` holds whole models made from ``record``: its marker matches (an unreadable marker does not)
+    and every file the folder listed has its size (folders written before the list are taken on the marker)."""
+    try:
+        if json.loads((path / "cpmobius_toy.json").read_text()) != record:
+            return False
+        sizes = json.loads((path / FILES).read_text()) if (path / FILES).is_file() else {}
+        return all((path / name).is_file() and (path / name).stat().st_size == size for name, size in sizes.items())
+    except (OSError, ValueError, AttributeError):  # absent, cut short or not JSON: pretrained again
+        return False
 
 
 def toy_models_cached(
@@ -243,8 +253,9 @@ def _materialize_one(
         if bars:
             hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(tmp)
-    (tmp / "cpmobius_toy.json").write_text(json.dumps(record))
     (tmp / "pretrain_loss.json").write_text(json.dumps({"first": losses[:5], "last": losses[-5:]}))
+    (tmp / FILES).write_text(json.dumps({f.name: f.stat().st_size for f in sorted(tmp.iterdir()) if f.is_file()}))
+    (tmp / "cpmobius_toy.json").write_text(json.dumps(record))  # last: the folder is whole
     if path.exists():
         import shutil
 

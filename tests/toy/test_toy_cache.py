@@ -37,3 +37,22 @@ def test_a_run_waits_for_the_run_writing_its_models_and_then_loads_them(tmp_path
     assert done == [(coach, player)]
     assert [folder.stat().st_ino for folder in (coach, player)] == inodes  # loaded, not pretrained again
     assert not (player / "model.safetensors").exists()
+
+
+def test_a_cached_model_cut_short_or_with_an_unreadable_marker_is_pretrained_again(tmp_path):
+    from cpmobius.toy.cache import toy_models_cached
+
+    coach, player = tmp_path / "tiny-coach", tmp_path / "tiny-player"
+    spec = PretrainSpec(player_steps=2, coach_steps=2, batch_size=4)
+    materialize_toy_models(coach, player, "Write a problem.", None, spec)
+    assert toy_models_cached(coach, player, "Write a problem.", None, spec)
+    weights = player / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[: len(whole) // 2])  # a disk that filled, a copy cut short
+    assert not toy_models_cached(coach, player, "Write a problem.", None, spec)
+    materialize_toy_models(coach, player, "Write a problem.", None, spec)
+    assert weights.stat().st_size == len(whole)
+    (coach / "cpmobius_toy.json").write_text('{"tiny_spec": ')  # a marker cut short: no traceback, pretrained again
+    assert not toy_models_cached(coach, player, "Write a problem.", None, spec)
+    materialize_toy_models(coach, player, "Write a problem.", None, spec)
+    assert toy_models_cached(coach, player, "Write a problem.", None, spec)
