@@ -131,6 +131,8 @@ def verify_checkpoint(folder: str | os.PathLike) -> Optional[str]:
         `read_manifest` tells the two apart), unless its record says it was written with one.
     """
     folder = Path(folder)
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
     try:
         manifest = read_manifest(folder)
     except ValueError as error:
@@ -168,6 +170,12 @@ def _missing_manifest(folder: Path) -> Optional[str]:
             continue
         if isinstance(record, dict) and MANIFEST_MARK in record:
             return f"{folder / MANIFEST_FILE} is missing, though {folder / name} says the folder was written with one"
+    if folder.name.startswith("global_step_"):  # a step's checkpoint: the resume reads its loop state once Ray is up
+        try:
+            if not isinstance(json.loads((folder / "loop_state.json").read_text()), dict):
+                raise ValueError
+        except (OSError, ValueError, UnicodeDecodeError):
+            return f"{folder / 'loop_state.json'} is missing or unreadable (cut short?), and there is no manifest"
     return None
 
 

@@ -246,6 +246,17 @@ def test_a_checkpoint_from_before_manifests_resumes_with_a_one_line_warning(tmp_
     assert len(lines) == 1 and "no manifest" in lines[0] and "cannot be checked" in lines[0]
 
 
+def test_an_old_checkpoint_with_its_loop_state_cut_short_or_a_file_named_as_a_step_is_passed_over(tmp_path):
+    """Without a manifest nothing can be checked but the loop state, which the resume reads after Ray started."""
+    save(tmp_path, 1), truncate(as_written_before_manifests(save(tmp_path, 2)) / "loop_state.json")
+    (tmp_path / "global_step_3").write_text("not a checkpoint")
+    (tmp_path / checkpoint.TRACKER_FILE).write_text("3")
+    lines = []
+    assert checkpoint.check_resume(run_cfg(tmp_path), lines.append) == 1
+    assert "global_step_3 is not a folder" in lines[0] and "loop_state.json is missing or unreadable" in lines[1]
+    assert (tmp_path / "broken_global_step_3").is_file() and (tmp_path / "broken_global_step_2").is_dir()
+
+
 def test_a_deleted_manifest_is_a_broken_checkpoint_not_an_old_one(tmp_path):
     """Deleting manifest.json (to slip a file past the check) does not make a checkpoint pass as unchecked."""
     save(tmp_path, 1)
