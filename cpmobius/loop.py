@@ -63,6 +63,7 @@ class CoachPlayerLoop:
         ood_set: Any = None,
     ):
         self.cfg = cfg
+        self.norm_adv_by_std = bool(cfg.algorithm.get("norm_adv_by_std_in_grpo", True))  # verl's key, both GRPO updates
         self._settings = check_settings(settings)
         self.coach, self.player = coach, player  # coach None: a baseline that trains the Player alone
         self.policies = {name: p for name, p in (("coach", coach), ("player", player)) if p is not None}
@@ -139,7 +140,8 @@ class CoachPlayerLoop:
 
         def advantages(entropies: Any) -> Any:
             scores[:] = self.method.player_scores(self, kept, entropies)
-            return grpo_advantages(player_token_rewards(scores, mask), mask, batch.non_tensor_batch["uid"])
+            rewards = player_token_rewards(scores, mask)
+            return grpo_advantages(rewards, mask, batch.non_tensor_batch["uid"], self.norm_adv_by_std)
 
         update_metrics = train_policy(self.player, batch, advantages)
         lengths = mask.sum(dim=1).float().tolist()

@@ -84,13 +84,17 @@ def random_player_rewards(count: int, p: float, seed: int, step: int) -> list[fl
     return (torch.rand(count, generator=generator) < p).float().tolist()
 
 
-def grpo_advantages(token_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: Sequence[str]) -> torch.Tensor:
+def grpo_advantages(
+    token_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: Sequence[str], norm_by_std: bool = True
+) -> torch.Tensor:
     """GRPO outcome advantages through verl (`core_algos.compute_grpo_outcome_advantage`).
 
     Args:
         token_rewards: (B, T) from `player_token_rewards`.
         response_mask: (B, T).
         group_ids: (B,) the group (uid) of each row.
+        norm_by_std: divide by the group's standard deviation (``algorithm.norm_adv_by_std_in_grpo``, verl's key;
+            false: Dr. GRPO's unscaled advantages).
 
     Returns:
         (B, T) float32 advantages, zero on padding; exactly zero for a zero-variance group.
@@ -102,7 +106,7 @@ def grpo_advantages(token_rewards: torch.Tensor, response_mask: torch.Tensor, gr
         token_level_rewards=token_rewards,
         response_mask=response_mask.float(),
         index=np.asarray(group_ids, dtype=object),
-        norm_adv_by_std_in_grpo=True,
+        norm_adv_by_std_in_grpo=norm_by_std,
     )
     return advantages.float()
 

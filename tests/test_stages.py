@@ -232,6 +232,9 @@ def test_grpo_advantages_hand_computed_and_zero_variance():
     assert adv[0].tolist() == pytest.approx([0.8660] * 3, abs=1e-3)
     assert adv[2].tolist() == pytest.approx([-0.8660] * 3, abs=1e-3)
     assert torch.equal(adv[4:], torch.zeros(4, 3))  # group b has no variance: exactly 0, no NaN
+    # algorithm.norm_adv_by_std_in_grpo=false (Dr. GRPO): the reward minus its group's mean, unscaled
+    unscaled = grpo_advantages(rewards, mask, ["a"] * 4 + ["b"] * 4, norm_by_std=False)
+    assert unscaled[0].tolist() == pytest.approx([0.5] * 3) and unscaled[2].tolist() == pytest.approx([-0.5] * 3)
 
 
 def test_coach_reward_table():

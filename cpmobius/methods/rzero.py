@@ -163,6 +163,8 @@ class RZeroSchedule:
         stages: the loop's stage timer: Coach samples are timed as "coach", Player votes and rollouts as
             "difficulty_filter" (the Challenger's update runs in the loop's "coach_update").
         count_tokens: called with ``(stage, tokens)`` for each generated batch.
+        norm_adv_by_std: the Challenger's GRPO divides by the group's standard deviation
+            (``algorithm.norm_adv_by_std_in_grpo``).
     """
 
     def __init__(
@@ -175,11 +177,13 @@ class RZeroSchedule:
         seed: int,
         stages: OpLog,
         count_tokens: Callable[[str, int], None],
+        norm_adv_by_std: bool = True,
     ):
         if coach is None:
             raise ValueError("RZeroSchedule needs a Coach (the Challenger)")
         self.settings, self.options, self.coach, self.player, self.prompt = settings, options, coach, player, prompt
         self.seed, self.stages, self.count_tokens = seed, stages, count_tokens
+        self.norm_adv_by_std = norm_adv_by_std
         self.roll_out = AnsweredRollouts(player, prompt, settings.player.vote, stages, count_tokens)
         # The current Solver phase's training set: its iteration (0: none yet), questions and labels.
         self.pool: dict = {"iteration": 0, "questions": [], "labels": []}
@@ -238,8 +242,9 @@ class RZeroSchedule:
             return {"coach/updated": 0.0}
         mask = batch.batch["response_mask"]
         token_rewards = player_token_rewards(rewards, mask)  # each reward on its last response token
+        uid, norm = batch.non_tensor_batch["uid"], self.norm_adv_by_std
         update_metrics = train_policy(
-            self.coach, batch, lambda _entropies: grpo_advantages(token_rewards, mask, batch.non_tensor_batch["uid"])
+            self.coach, batch, lambda _entropies: grpo_advantages(token_rewards, mask, uid, norm)
         )
         return {**metrics.prefixed(update_metrics, "coach"), "coach/updated": 1.0}
 
@@ -352,6 +357,7 @@ class RZero(Method):
             loop.cfg.seed,
             loop.stages,
             loop.count_tokens,
+            bool(loop.cfg.algorithm.get("norm_adv_by_std_in_grpo", True)),
         )
         return self.schedule
 
