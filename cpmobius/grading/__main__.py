@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from typing import Iterable, Sequence
 
@@ -63,11 +64,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--timeout-s",
-        type=float,
+        type=_seconds,
         default=DEFAULT_TIMEOUT_S,
         help="hard time limit per answer comparison, seconds (a comparison past it is a timeout)",
     )
     return parser
+
+
+def _seconds(text: str) -> float:
+    """``--timeout-s``: a finite number of seconds > 0 (inf overflowed the poll, nan and 0 timed everything out)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -866,3 +866,14 @@ def test_sums_and_products_get_a_verdict_in_time(gold, answer):
     """Evaluated at a fractional point, a sum to n ran past the deadline (timeout) and a series outside its
     convergence raised (error); now math-verify alone judges them (status ok)."""
     assert grade(gold, boxed(answer)).status == "ok"
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1", "soon"])
+def test_cli_refuses_a_timeout_that_is_not_a_finite_positive_number(value, capsys):
+    """inf overflowed the worker pool's poll (a traceback); nan, 0 and negatives timed every comparison out."""
+    from cpmobius.grading.__main__ import build_parser
+
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(["verify", "--timeout-s", value])
+    assert stop.value.code == 2 and "must be a finite number of seconds > 0" in capsys.readouterr().err
+    assert build_parser().parse_args(["verify", "--timeout-s", "2.5"]).timeout_s == 2.5
