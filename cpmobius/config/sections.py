@@ -80,8 +80,11 @@ def read_section(cfg: DictConfig, key: str, cls: type, nested: Optional[dict[str
     keys are checked the same way.
 
     Raises:
-        ConfigError: naming the first unknown key or the first value of the wrong type.
+        ConfigError: naming the first unknown key or the first value of the wrong type, or the group itself set to
+            a value (``filter=null``).
     """
+    if key in cfg and not OmegaConf.is_dict(cfg[key]):  # filter=null: the whole group replaced by a value
+        raise ConfigError(f"{key}: a group of keys ({key}.<name>=<value>), got {cfg[key]!r}")
     node = OmegaConf.to_container(cfg[key], resolve=True) if key in cfg else {}
     node.pop("verl", None)
     return read_fields(key, node, cls, nested)

@@ -76,6 +76,9 @@ VALUE_CASES = [
     ("player.verl.actor.optim.lr=null", r"player\.verl\.actor\.optim\.lr"),
     ("player.verl.rollout.temperature=null", r"player\.verl\.rollout\.temperature"),
     ("coach.verl.actor.kl_loss_coef=null", r"coach\.verl\.actor\.kl_loss_coef"),
+    # a whole group set to a value: a traceback from OmegaConf before
+    ("filter=null", "filter"),
+    ("validation=3", "validation"),
     # method floats: inf passed their ">= x" checks, nan the ones without a range
     ("warmup.lr=inf", r"warmup\.lr"),
     ("filter.coach_reserve=inf", r"filter\.coach_reserve"),
