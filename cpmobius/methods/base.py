@@ -45,6 +45,7 @@ class LoopView(Protocol):
     val_set: Any  # `cpmobius.validation.ValidationSet`: the fixed-pool baselines train on its questions
     ground_truth: Optional[Callable[[str], Optional[str]]]  # the toy world's true answer of a problem text
     difficulty_of: Optional[Callable[[str], Optional[int]]]  # the toy world's level of a problem text
+    norm_adv_by_std: bool  # GRPO divides by the group's standard deviation (``algorithm.norm_adv_by_std_in_grpo``)
 
     def count_tokens(self, stage: str, count: int) -> None: ...
 

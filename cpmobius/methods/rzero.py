@@ -357,7 +357,7 @@ class RZero(Method):
             loop.cfg.seed,
             loop.stages,
             loop.count_tokens,
-            bool(loop.cfg.algorithm.get("norm_adv_by_std_in_grpo", True)),
+            loop.norm_adv_by_std,
         )
         return self.schedule
 
