@@ -63,7 +63,8 @@ class CoachPlayerLoop:
         ood_set: Any = None,
     ):
         self.cfg = cfg
-        self.norm_adv_by_std = bool(cfg.algorithm.get("norm_adv_by_std_in_grpo", True))  # verl's key, both GRPO updates
+        # verl's key, both GRPO updates; a config without an ``algorithm`` group keeps verl's default (true)
+        self.norm_adv_by_std = bool(OmegaConf.select(cfg, "algorithm.norm_adv_by_std_in_grpo", default=True))
         self._settings = check_settings(settings)
         self.coach, self.player = coach, player  # coach None: a baseline that trains the Player alone
         self.policies = {name: p for name, p in (("coach", coach), ("player", player)) if p is not None}
