@@ -16,6 +16,7 @@ import threading
 from typing import Any, Callable, Optional
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from cpmobius.config import CONFIG_DIR, CONFIG_NAME
@@ -244,9 +245,11 @@ def main(cfg: DictConfig) -> None:
     an NVIDIA driver too old for torch's CUDA build, Ray not starting, a failed checkpoint save or a full disk
     while writing metrics or the problem archive, exit 1."""
     from cpmobius.config import ConfigError
+    from cpmobius.config.unread_keys import check_unread_keys
 
     _restore_hydra_full_error()
     try:
+        check_unread_keys(list(HydraConfig.get().overrides.task), cfg)
         settings = load_settings(cfg)  # the method's values, checked before verl, Ray or torch is imported
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
@@ -286,6 +289,7 @@ def print_validated_config(argv: list[str]) -> int:
 
     from cpmobius.config import ConfigError, compose_config
     from cpmobius.config.known_keys import check_override_keys, describe_hydra_error
+    from cpmobius.config.unread_keys import check_unread_keys
     from cpmobius.methods import check_settings
     from cpmobius.usage import overrides_from_argv
 
@@ -297,6 +301,7 @@ def print_validated_config(argv: list[str]) -> int:
             check_override_keys(overrides)  # names an unknown key and the nearest valid one
             raise ConfigError(describe_hydra_error(error, overrides)) from error
         check_override_keys(overrides)
+        check_unread_keys(overrides, cfg)
         check_settings(load_settings(cfg))
         build_policy_configs(cfg)
     except ConfigError as error:

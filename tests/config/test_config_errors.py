@@ -50,6 +50,9 @@ CLI_CASES = [
     ("seed=abc", "seed"),
     ("actor_rollout_ref.actor.optim.lr=fast", r"(coach|player)\.verl\.actor\.optim\.lr"),
     ("player.verl.rollout.temperature=-1", r"player\.verl\.rollout\.temperature"),
+    # verl keys the loop does not read (its own GRPO, a shared key both policies set for themselves)
+    ("algorithm.adv_estimator=rloo", r"algorithm\.adv_estimator"),
+    ("actor_rollout_ref.rollout.temperature=0.7", r"actor_rollout_ref\.rollout\.temperature"),
     # the run folder, and Hydra's log folder inside it (created before any check of ours used to run)
     ("trainer.default_local_dir=/proc/no/such/run", "trainer.default_local_dir"),
     ("hydra.run.dir=/proc/no/such/logs", "hydra.run.dir"),
