@@ -37,9 +37,38 @@ def json_objects(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
             value = json.loads(line)
         except json.JSONDecodeError as error:
             raise JSONLineError(line_no, f"not valid JSON ({error.msg})") from None
+        except RecursionError:  # [[[[...]]]] thousands deep: the parser's recursion, not a traceback
+            raise JSONLineError(line_no, "JSON nested too deeply to read") from None
         if not isinstance(value, dict):
             raise JSONLineError(line_no, f"expected a JSON object, got {type(value).__name__}")
         yield line_no, value
+
+
+def decode_lines(raw: bytes) -> list[str]:
+    """UTF-8 bytes as text lines, split on ``"\\n"`` alone (`str.splitlines` also splits inside JSON strings, at
+    U+2028 or U+0085; a ``"\\r"`` before the newline is JSON white space). A leading byte-order mark (as some
+    editors write) is dropped.
+
+    Raises:
+        JSONLineError: the bytes are not UTF-8 (UTF-16, Latin-1): the line of the first bad byte, and the byte.
+    """
+    raw = raw.removeprefix(b"\xef\xbb\xbf")
+    try:
+        return raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError as error:
+        line_no = raw.count(b"\n", 0, error.start) + 1
+        raise JSONLineError(line_no, f"not UTF-8 text (byte {raw[error.start]:#04x})") from None
+
+
+def read_json_lines(path: str | os.PathLike) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of a UTF-8 JSON-lines file (`decode_lines`,
+    `json_objects`), whatever the locale's encoding.
+
+    Raises:
+        OSError: the file cannot be read.
+        JSONLineError: a line that is not a JSON object, or bytes that are not UTF-8.
+    """
+    return list(json_objects(decode_lines(Path(path).read_bytes())))
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> Path:

@@ -31,7 +31,7 @@ import torch
 
 from cpmobius.config import ConfigError
 from cpmobius.grading import check_batch, grade_batch
-from cpmobius.jsonl import JSONLineError, json_objects
+from cpmobius.jsonl import JSONLineError, read_json_lines
 from cpmobius.policy_api import TrainedPolicy
 from cpmobius.prompts import PlayerPrompt
 from cpmobius.settings import ValidationSettings
@@ -97,16 +97,16 @@ def load_validation_set(settings: ValidationSettings) -> ValidationSet:
     if not path.is_file():
         raise ConfigError(f"validation.dataset: no file {path}")
     ids, problems, answers = [], [], []
-    with path.open() as handle:
-        try:
-            for line_no, row in json_objects(handle):
-                if row.get("problem") is None or row.get("answer") is None:
-                    raise ConfigError(f"validation.dataset: {path}:{line_no}: needs 'problem' and 'answer'")
-                ids.append(str(row.get("id", f"{path.stem}-{len(problems)}")))
-                problems.append(str(row["problem"]))
-                answers.append(str(row["answer"]))
-        except JSONLineError as error:
-            raise ConfigError(f"validation.dataset: {path}:{error.line_no}: {error.reason}") from error
+    try:
+        rows = read_json_lines(path)
+    except JSONLineError as error:
+        raise ConfigError(f"validation.dataset: {path}:{error.line_no}: {error.reason}") from error
+    for line_no, row in rows:
+        if row.get("problem") is None or row.get("answer") is None:
+            raise ConfigError(f"validation.dataset: {path}:{line_no}: needs 'problem' and 'answer'")
+        ids.append(str(row.get("id", f"{path.stem}-{len(problems)}")))
+        problems.append(str(row["problem"]))
+        answers.append(str(row["answer"]))
     if not problems:
         raise ConfigError(f"validation.dataset: {path} holds no problems")
     if settings.size is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from cpmobius.eval.data import BENCHMARKS, STOP_STRINGS, encode_prompt
-from cpmobius.jsonl import JSONLineError, json_objects, write_jsonl
+from cpmobius.jsonl import JSONLineError, decode_lines, json_objects, write_jsonl
 from cpmobius.prompts import resolve_answer_instruction
 
 
@@ -35,8 +35,10 @@ def _load_existing(path: Path, expected: Mapping[str, Mapping[str, int]]) -> dic
         return {}
     by_bench: dict[str, list[dict[str, Any]]] = {}
     # Split on "\n" only: json.dumps(ensure_ascii=False) leaves U+2028/U+0085 raw inside strings, where
-    # `str.splitlines` would cut a record in two.
-    lines = [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+    # `str.splitlines` would cut a record in two. A crash mid-append can cut a character's bytes in two:
+    # replaced, so that its line fails as JSON and is dropped like any cut line.
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    lines = [line for line in text.split("\n") if line.strip()]
     for line in lines:
         try:
             rec = json.loads(line)
@@ -218,7 +220,8 @@ def read_completions(path: str | Path) -> list[dict[str, Any]]:
 
     Raises:
         ValueError: a file that is not UTF-8, a line that is not a JSON object with `benchmark`
-            (a known name), `problem_id` (str or int) and `response` (str or null), or a repeated
+            (a known name), `problem_id` (str or int), `response` (str or null), `sample` (an index >= 0)
+            and `model` (str) where given, or a repeated
             (benchmark, problem_id, sample) when records carry `sample`; the message names file:line.
         OSError: the file cannot be read.
     """
@@ -230,15 +233,8 @@ def read_completions(path: str | Path) -> list[dict[str, Any]]:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError; a cut-off file is an EOFError
             raise ValueError(f"{path}: not a complete gzip file ({error})") from None
-    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark (as some editors write) is read
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line_no = raw.count(b"\n", 0, error.start) + 1
-        raise ValueError(f"{path}:{line_no}: not UTF-8 text (byte {raw[error.start]:#04x})") from None
-    try:
-        # Split on "\n" only: `str.splitlines` also splits inside JSON strings at U+2028, U+0085, ...
-        lines = list(json_objects(text.split("\n")))
+    try:  # a byte-order mark is read; UTF-16 or Latin-1 bytes are named with their line
+        lines = list(json_objects(decode_lines(raw)))
     except JSONLineError as error:
         raise ValueError(f"{path}:{error.line_no}: {error.reason}") from None
     for line_no, rec in lines:
@@ -252,7 +248,11 @@ def read_completions(path: str | Path) -> list[dict[str, Any]]:
             raise ValueError(f"{where}: problem_id must be a string or an integer")
         if rec["response"] is not None and not isinstance(rec["response"], str):
             raise ValueError(f"{where}: response must be a string or null")
+        if rec.get("model") is not None and not isinstance(rec["model"], str):
+            raise ValueError(f"{where}: model must be a string or null")
         if "sample" in rec:
+            if not isinstance(rec["sample"], int) or isinstance(rec["sample"], bool) or rec["sample"] < 0:
+                raise ValueError(f"{where}: sample must be a whole number >= 0 (the sample's index)")
             key = (rec["benchmark"], str(rec["problem_id"]), rec["sample"], rec.get("model"))
             if key in seen:
                 raise ValueError(f"{where}: duplicate of line {seen[key]} (same benchmark, problem_id, sample)")

@@ -61,7 +61,7 @@ from cpmobius.eval.records import (  # noqa: F401 - re-exported: the names of `c
     rows_from_records,
     strip_instruction,
 )
-from cpmobius.jsonl import JSONLineError, json_objects
+from cpmobius.jsonl import JSONLineError, read_json_lines
 
 BENCHMARKS = ("amc", "aime24", "aime25", "math500", "minerva_math", "olympiadbench", "amc23", "demo")
 """Every known benchmark name (folder and file stem under the data dir; `demo` is built in)."""
@@ -209,18 +209,8 @@ def _read_file(name: str, path: Path, allow_duplicate_ids: bool = False) -> list
         records = pd.read_parquet(path).to_dict("records")
         where = [f"{path} row {i}" for i in range(len(records))]
         return rows_from_records(name, records, locations=where, allow_duplicate_ids=allow_duplicate_ids)
-    # utf-8-sig: a byte-order mark (as some editors write) is read, not a JSON error on line 1.
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:  # UTF-16, Latin-1: named, not a codec traceback without the file
-        line_no = raw.count(b"\n", 0, error.start) + 1
-        raise ValueError(
-            f"benchmark {name!r}: {path}:{line_no}: not UTF-8 text (byte {raw[error.start]:#04x})"
-        ) from None
-    try:
-        # Split on "\n" only (a "\r" before it is JSON white space): as the completions reader does.
-        numbered = list(json_objects(text.split("\n")))
+    try:  # a byte-order mark is read; UTF-16 or Latin-1 bytes are named with their line
+        numbered = read_json_lines(path)
     except JSONLineError as error:
         raise ValueError(f"benchmark {name!r}: {path}:{error.line_no}: {error.reason}") from None
     return rows_from_records(

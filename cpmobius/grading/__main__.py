@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import sys
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from cpmobius.jsonl import JSONLineError, json_objects
 
@@ -20,6 +20,24 @@ from . import __doc__ as PACKAGE_DOC
 from .results import DEFAULT_TIMEOUT_S, MODES
 from .scoring import grade
 from .vote import majority_vote
+
+
+def _stdin_lines() -> Iterator[str]:
+    """Standard input's lines, each decoded as UTF-8 on its own (whatever the locale: a C locale's stdin would turn
+    bad bytes into surrogates and grade them); a byte-order mark at the start is read.
+
+    Raises:
+        JSONLineError: a line that is not UTF-8, with its number and the first bad byte.
+    """
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream put in place of stdin (already decoded)
+        yield from sys.stdin
+        return
+    for line_no, raw in enumerate(stream, 1):
+        try:
+            yield raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+        except UnicodeDecodeError as error:
+            raise JSONLineError(line_no, f"not UTF-8 text (byte {raw[error.start]:#04x})") from None
 
 
 def _cli_lines(stream: Iterable[str], required: dict[str, type]) -> Iterable[dict]:
@@ -88,11 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s")
     try:
         if args.command == "verify":
-            for obj in _cli_lines(sys.stdin, {"gold": str, "response": str}):
+            for obj in _cli_lines(_stdin_lines(), {"gold": str, "response": str}):
                 r = grade(str(obj["gold"]), str(obj["response"]), mode=args.mode, timeout_s=args.timeout_s)
                 print(json.dumps({"correct": r.correct, "extracted": r.extracted, "status": r.status}), flush=True)
         else:
-            for obj in _cli_lines(sys.stdin, {"responses": list}):
+            for obj in _cli_lines(_stdin_lines(), {"responses": list}):
                 v = majority_vote(obj["responses"], mode=args.mode, timeout_s=args.timeout_s)
                 print(
                     json.dumps({"pseudo_label": v.pseudo_label, "pass_rate": v.pass_rate, "clusters": v.clusters}),

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from cpmobius.jsonl import json_objects
+from cpmobius.jsonl import JSONLineError, read_json_lines
 
 DEFAULT_NGRAM = 13
 # Candidates shorter than the n-gram but at least this many words are compared as a whole phrase.
@@ -84,7 +84,8 @@ def read_rows(path: str | Path) -> list[dict]:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: another extension.
+        ValueError: another extension, a file that is not Parquet, or a JSONL line that is not a JSON object
+            (or bytes that are not UTF-8): the message names the file and line.
     """
     path = Path(path)
     if not path.is_file():
@@ -92,10 +93,15 @@ def read_rows(path: str | Path) -> list[dict]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(path).to_pylist()
+        try:
+            return pq.read_table(path).to_pylist()
+        except ValueError as error:  # pyarrow's ArrowInvalid: cut short, or another format under the name
+            raise ValueError(f"{path}: not a readable Parquet file ({str(error).splitlines()[0]})") from None
     if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as handle:
-            return [row for _, row in json_objects(handle)]
+        try:
+            return [row for _, row in read_json_lines(path)]
+        except JSONLineError as error:
+            raise ValueError(f"{path}:{error.line_no}: {error.reason}") from None
     raise ValueError(f"unsupported source file {path}: expected .parquet or .jsonl")
 
 
@@ -105,6 +111,8 @@ def load_benchmarks(eval_dir: str | Path) -> list[BenchmarkProblem]:
 
     Raises:
         FileNotFoundError: ``eval_dir`` is missing or holds no benchmark JSONL.
+        ValueError: a line that is not a JSON object with a ``problem`` string, or bytes that are not UTF-8
+            (the message names the file and line).
     """
     eval_dir = Path(eval_dir)
     files = sorted(eval_dir.glob("*/*.jsonl")) if eval_dir.is_dir() else []
@@ -113,9 +121,14 @@ def load_benchmarks(eval_dir: str | Path) -> list[BenchmarkProblem]:
     problems = []
     for path in files:
         name = path.parent.name
-        with path.open(encoding="utf-8") as handle:
-            for line_no, row in json_objects(handle):
-                problems.append(BenchmarkProblem(name, str(row.get("id", f"{name}-{line_no - 1}")), row["problem"]))
+        try:
+            rows = read_json_lines(path)
+        except JSONLineError as error:
+            raise ValueError(f"{path}:{error.line_no}: {error.reason}") from None
+        for line_no, row in rows:
+            if not isinstance(row.get("problem"), str):
+                raise ValueError(f"{path}:{line_no}: needs a 'problem' string")
+            problems.append(BenchmarkProblem(name, str(row.get("id", f"{name}-{line_no - 1}")), row["problem"]))
     return problems
 
 
