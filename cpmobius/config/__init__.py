@@ -33,6 +33,9 @@ CONFIG_NAME = "cpmobius"
 MAIN_CONFIG = OmegaConf.load(CONFIG_DIR / f"{CONFIG_NAME}.yaml")
 # trainer.logger backends every verl 0.9.1 `Tracking` knows (tests/test_cli_help.py checks them against it).
 COMMON_LOGGERS = frozenset({"console", "file", "tensorboard", "wandb"})
+# verl 0.9.1's platforms (verl.plugin.platform: nvidia, amd, huawei) and this project's CPU one
+# (cpmobius.engine.cpu_platform); VERL_PLATFORM in every worker, where another name failed only there.
+PLATFORMS = ("cpu", "nvidia", "amd", "huawei")
 
 
 class ConfigError(ValueError):
@@ -147,6 +150,12 @@ def validate_run_config(cfg: DictConfig) -> None:
                 raise ConfigError(f"trainer.resume_mode: must be one of {modes}, got {trainer.resume_mode!r}")
             if trainer.resume_mode == "resume_path" and not trainer.get("resume_from_path"):
                 raise ConfigError("trainer.resume_from_path: needed with trainer.resume_mode=resume_path")
+    platform = OmegaConf.select(cfg, "backend.platform", default=None)
+    if platform is not None and str(platform) not in PLATFORMS:  # verl took any name, and failed in a worker
+        raise ConfigError(
+            f"backend.platform: one of {', '.join(PLATFORMS)} (the backend group sets it: backend=cpu|cuda_hf|vllm), "
+            f"got {platform!r}"
+        )
     if "data" in cfg:
         for key in ("data.max_prompt_length", "data.max_response_length"):
             _require_int(cfg, key, 1, what="must be a positive number of tokens")

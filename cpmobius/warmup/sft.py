@@ -128,7 +128,12 @@ class Warmup:
             self.process = None
             if returncode != 0 or not tracker.is_file():
                 raise RuntimeError(f"Coach warm-up failed (exit {returncode}); see {self.output / 'sft.log'}")
-        hf_dir = self.output / f"global_step_{tracker.read_text().strip()}" / "huggingface"
+        from cpmobius.checkpoint import parse_step
+
+        text = tracker.read_text(errors="replace").strip()
+        hf_dir = self.output / f"global_step_{parse_step(text)}" / "huggingface"
+        if parse_step(text) is None or not hf_dir.is_dir():  # an empty or cut tracker: not the step-None folder
+            raise RuntimeError(f"Coach warm-up: {tracker} names no saved step ({text[:40]!r}); see {self.output}")
         write_standard_attention(hf_dir)  # the Coach's start model, readable by any process
         if ran and self.cache is not None:
             store_warmup(hf_dir, *self.cache)
@@ -244,12 +249,16 @@ def stored_warmup_matches(folder: Path, record: dict) -> bool:
     """Whether ``folder`` holds a whole stored warm-up (`store_warmup`) made from ``record``."""
     import json
 
+    from cpmobius.checkpoint import parse_step
+
     marker = folder / "cpmobius_warmup.json"
     tracker = folder / "latest_checkpointed_iteration.txt"
-    if not (marker.is_file() and tracker.is_file()):
+    try:
+        step = parse_step(tracker.read_text(errors="replace").strip())
+        same = json.loads(marker.read_text()) == record
+    except (OSError, ValueError):  # absent, unreadable or cut short: done again
         return False
-    step = tracker.read_text().strip()
-    return json.loads(marker.read_text()) == record and (folder / f"global_step_{step}" / "huggingface").is_dir()
+    return same and step is not None and (folder / f"global_step_{step}" / "huggingface").is_dir()
 
 
 def store_warmup(hf_dir: Path, folder: Path, record: dict) -> None:

@@ -79,6 +79,7 @@ VALUE_CASES = [
     ("player.verl.actor.optim.lr=null", r"player\.verl\.actor\.optim\.lr"),
     ("player.verl.rollout.temperature=null", r"player\.verl\.rollout\.temperature"),
     ("coach.verl.actor.kl_loss_coef=null", r"coach\.verl\.actor\.kl_loss_coef"),
+    ("backend.platform=tpu", r"backend\.platform"),
     # a whole group set to a value: a traceback from OmegaConf before
     ("filter=null", "filter"),
     ("validation=3", "validation"),

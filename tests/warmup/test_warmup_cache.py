@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from omegaconf import open_dict
 
 from cpmobius.config import compose_config
@@ -71,3 +72,19 @@ def test_a_half_written_store_is_no_hit(tmp_path):
     (folder / "cpmobius_warmup.json").write_text(json.dumps(record))
     (folder / "latest_checkpointed_iteration.txt").write_text("3")
     assert not stored_warmup_matches(folder, record)  # the HF folder is missing
+
+
+@pytest.mark.parametrize(
+    ("tracker", "marker"),
+    [("", None), ("03", None), ("3", '{"sft": ['), ("3", "\udcff")],
+    ids=["empty tracker", "not a step", "cut marker", "marker not UTF-8"],
+)
+def test_a_store_with_an_empty_tracker_or_a_cut_marker_is_no_hit_and_no_error(tmp_path, tracker, marker):
+    record = {"sft": [], "coach": {}, "data": "x", "versions": {}}
+    folder = tmp_path / record_key(record)
+    for step in ("", "03", "3"):  # the folders an empty or zero-padded tracker would have named
+        (folder / f"global_step_{step}" / "huggingface").mkdir(parents=True)
+    text = json.dumps(record) if marker is None else marker
+    (folder / "cpmobius_warmup.json").write_bytes(text.encode("utf-8", "surrogateescape"))
+    (folder / "latest_checkpointed_iteration.txt").write_text(tracker)
+    assert not stored_warmup_matches(folder, record)
