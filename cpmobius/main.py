@@ -91,7 +91,7 @@ def build_loop(cfg: DictConfig, logger: Any = None, settings: Any = None, config
         ConfigError: for any bad value, before Ray or a worker starts.
         RayStartError: Ray did not start (`cpmobius.engine.sharing.start_ray`).
     """
-    from cpmobius.methods import check_settings, get_method  # the method's own checks (its modules import verl)
+    from cpmobius.methods import check_settings, get_method  # the method's own checks (their modules import verl)
     from cpmobius.validation import load_ood_set, load_validation_set
 
     settings = check_settings(settings if settings is not None else load_settings(cfg))
@@ -255,6 +255,13 @@ def main(cfg: DictConfig) -> None:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
     hold_kernels(cfg)  # before verl's import computes its first tensor
+    from cpmobius.methods import check_method_overrides
+
+    try:
+        check_method_overrides(list(HydraConfig.get().overrides.task), settings)
+    except ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
+        sys.exit(2)
     from cpmobius.checkpoint_failures import CheckpointSaveError, describe_full_disk, resume_command
     from cpmobius.checkpoint_manifest import CheckpointCorruptError
     from cpmobius.checkpoint_space import DiskSpaceError
@@ -290,7 +297,7 @@ def print_validated_config(argv: list[str]) -> int:
     from cpmobius.config import ConfigError, compose_config
     from cpmobius.config.known_keys import check_override_keys, describe_hydra_error
     from cpmobius.config.unread_keys import check_unread_keys
-    from cpmobius.methods import check_settings
+    from cpmobius.methods import check_method_overrides, check_settings
     from cpmobius.usage import overrides_from_argv
 
     overrides = overrides_from_argv(argv)
@@ -302,7 +309,8 @@ def print_validated_config(argv: list[str]) -> int:
             raise ConfigError(describe_hydra_error(error, overrides)) from error
         check_override_keys(overrides)
         check_unread_keys(overrides, cfg)
-        check_settings(load_settings(cfg))
+        settings = check_settings(load_settings(cfg))
+        check_method_overrides(overrides, settings)
         build_policy_configs(cfg)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)

@@ -95,4 +95,28 @@ def check_settings(settings: Settings) -> Settings:
     return settings
 
 
-__all__ = ["Method", "check_settings", "get_method", "method_names", "register", "table_columns"]
+def check_method_overrides(overrides: list[str], settings: Settings) -> None:
+    """Refuse an override of a key the run's method never reads (`Method.unread`): ``method=ttrl filter.quota=4``
+    would run as if the key were not there.
+
+    Raises:
+        ConfigError: naming the key, the method and why.
+    """
+    from cpmobius.config.unread_keys import set_keys
+
+    method = get_method(settings.method.name)
+    for key, _ in set_keys(overrides):
+        for prefix, why in method.unread.items():
+            if key == prefix or key.startswith(f"{prefix}."):
+                raise ConfigError(f"{key}: not read by method={method.name}: {why}")
+
+
+__all__ = [
+    "Method",
+    "check_method_overrides",
+    "check_settings",
+    "get_method",
+    "method_names",
+    "register",
+    "table_columns",
+]

@@ -50,6 +50,13 @@ class LoopView(Protocol):
     def count_tokens(self, stage: str, count: int) -> None: ...
 
 
+# What a method without a Coach (the Player alone on a fixed pool of questions) never reads.
+NO_COACH_UNREAD = {
+    "coach": "it has no Coach: the Player trains on a fixed pool of questions (method.*)",
+    "filter": "it has no difficulty filter: the Player trains on a fixed pool of questions (method.*)",
+}
+
+
 class Method:
     """One training method, as the loop sees it. Subclasses set the class attributes and override what differs.
 
@@ -64,6 +71,8 @@ class Method:
         coach_reward_has_delta_t: the Coach's reward multiplies the Player's Δt, so the ``coach.delta_t_source``
             ablations apply.
         writes_problem_archive: the run archives every Coach candidate under ``problems/``.
+        unread: config keys (and everything below them) this method never reads → why; a command line that sets
+            one is refused (`cpmobius.methods.check_method_overrides`).
         table: the step table's columns (`cpmobius.run_log`).
     """
 
@@ -71,6 +80,7 @@ class Method:
     has_coach: ClassVar[bool] = True
     coach_reward_has_delta_t: ClassVar[bool] = False
     writes_problem_archive: ClassVar[bool] = False
+    unread: ClassVar[dict[str, str]] = {}
     table: ClassVar[tuple] = run_log.TABLE_COLUMNS
     settings_class: ClassVar[Optional[type]] = None
 

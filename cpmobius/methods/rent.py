@@ -13,7 +13,7 @@ from cpmobius import run_log
 from cpmobius.baselines.rent_rewards import RENT_WINDOWS, rent_rewards
 from cpmobius.config.sections import method_default, require, require_choice
 from cpmobius.loop_state import KeptProblems
-from cpmobius.methods.base import LoopView, Method, register
+from cpmobius.methods.base import NO_COACH_UNREAD, LoopView, Method, register
 from cpmobius.methods.fixed_pool import FixedPool, GroupReading, validation_pool
 
 
@@ -54,6 +54,7 @@ class RENT(Method):
 
     name = "rent"
     has_coach = False
+    unread = NO_COACH_UNREAD
     table = run_log.POOL_TABLE_COLUMNS
     settings_class = RENTSettings
 

@@ -346,6 +346,10 @@ class RZero(Method):
     name = "rzero"
     table = run_log.RZERO_TABLE_COLUMNS
     settings_class = RZeroSettings
+    unread = {
+        "filter": "R-Zero's Challenger and its own filter (method.*) choose the Solver's questions",
+        "coach.reward": "the Challenger's reward is R-Zero's uncertainty reward (method.*), never Δt",
+    }
 
     def problem_source(self, loop: LoopView) -> RZeroSchedule:
         self.schedule = RZeroSchedule(

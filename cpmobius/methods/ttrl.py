@@ -13,7 +13,7 @@ from cpmobius.baselines.ttrl_rewards import ttrl_rewards, ttrl_vote_then_train
 from cpmobius.config import ConfigError
 from cpmobius.config.sections import method_default, require
 from cpmobius.grading import answers_equivalent
-from cpmobius.methods.base import LoopView, Method, register
+from cpmobius.methods.base import NO_COACH_UNREAD, LoopView, Method, register
 from cpmobius.methods.fixed_pool import FixedPool, GroupReading, validation_pool
 from cpmobius.settings import Settings
 
@@ -46,6 +46,7 @@ class TTRL(Method):
 
     name = "ttrl"
     has_coach = False
+    unread = NO_COACH_UNREAD
     table = run_log.POOL_TABLE_COLUMNS
     settings_class = TTRLSettings
 

@@ -20,6 +20,22 @@ REFUSED = [
     (["data.train_batch_size=128"], "data.train_batch_size", "filter.quota"),
     (["actor_rollout_ref.rollout.n=16"], "actor_rollout_ref.rollout.n", "player.n"),
     (["++player.verl.rollout.n=16"], "player.verl.rollout.n", "player.n"),
+    # a whole node's value: each key inside it is checked as if set alone
+    (["algorithm={adv_estimator: rloo, use_kl_in_reward: true}"], "algorithm.adv_estimator", "GRPO"),
+    (["trainer={test_freq: 5}"], "trainer.test_freq", "every step"),
+    (["actor_rollout_ref.rollout={temperature: 0.7}"], "actor_rollout_ref.rollout.temperature", "player.verl"),
+    # sections and keys the loop never reads
+    (["critic.optim.lr=1e-5"], "critic.optim.lr", "no critic"),
+    (["ray_kwargs.ray_init.num_cpus=4"], "ray_kwargs.ray_init.num_cpus", "backend.ray_num_cpus"),
+    (["data.train_files=train.parquet"], "data.train_files", "no dataloader"),
+    (["custom_reward_function.path=my_reward.py"], "custom_reward_function.path", "its own rewards"),
+    (
+        ["actor_rollout_ref.actor.ppo_mini_batch_size=64"],
+        "actor_rollout_ref.actor.ppo_mini_batch_size",
+        "one optimizer",
+    ),
+    (["++player.verl.actor.ppo_mini_batch_size=64"], "player.verl.actor.ppo_mini_batch_size", "one optimizer"),
+    (["actor_rollout_ref.rollout.val_kwargs.n=10"], "actor_rollout_ref.rollout.val_kwargs.n", "samples_per_problem"),
     # shared keys both deltas set for themselves (configs/cpmobius.yaml), also under a baseline's method
     (["actor_rollout_ref.rollout.temperature=0.7"], "actor_rollout_ref.rollout.temperature", "player.verl.rollout"),
     (["actor_rollout_ref.actor.entropy_coeff=0.0"], "actor_rollout_ref.actor.entropy_coeff", "coach.verl.actor"),
@@ -39,6 +55,9 @@ ACCEPTED = [
         "coach.verl.rollout.temperature=${actor_rollout_ref.rollout.temperature}",
     ],
     ["player.verl.rollout.temperature=0.7", "filter.quota=4"],
+    ["method=rzero", "actor_rollout_ref.rollout.temperature=1.0"],  # both policies already sample at 1.0
+    ["trainer.save_freq=1", "trainer.test_freq=${trainer.save_freq}"],  # compared resolved: 1
+    ["algorithm={adv_estimator: grpo, norm_adv_by_std_in_grpo: false}"],
 ]
 
 
@@ -56,3 +75,27 @@ def test_a_value_the_loop_follows_passes(overrides):
     check_unread_keys(overrides, cfg)  # raises nothing
     if "player.verl.rollout.temperature=${actor_rollout_ref.rollout.temperature}" in overrides:
         assert cfg.player.verl.rollout.temperature == 0.7
+
+
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        (["method=ttrl", "filter.quota=4"], "filter.quota: not read by method=ttrl"),
+        (["method=rent", "coach={reward: released_uniform}"], "coach.reward: not read by method=rent"),
+        (["method=rzero", "filter.band_low=0.3"], "filter.band_low: not read by method=rzero"),
+        (["method=rzero", "coach.reward=released_uniform"], "coach.reward: not read by method=rzero"),
+        (["method=rzero", "coach.update=false", "player.n=4"], None),  # R-Zero's Challenger reads coach.update
+        (["method=ttrl", "player.n=8", "warmup.enabled=false"], None),
+        (["filter.quota=4", "coach.reward=released_uniform"], None),  # CPMöbius reads both
+    ],
+)
+def test_a_key_the_method_does_not_read_is_refused(overrides, refused):
+    from cpmobius.methods import check_method_overrides
+    from cpmobius.settings import load_settings
+
+    settings = load_settings(compose_config(overrides))
+    if refused is None:
+        check_method_overrides(overrides, settings)  # raises nothing
+        return
+    with pytest.raises(ConfigError, match=f"^{refused}: "):
+        check_method_overrides(overrides, settings)
