@@ -24,21 +24,41 @@ class JSONLineError(ValueError):
         self.reason = reason
 
 
+class _DuplicateKey(ValueError):
+    """A key that appears twice in one JSON object (raised by `_unique_keys`)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: the object, refusing a key given twice."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
 def json_objects(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for every non-blank line; line numbers count blank lines too.
 
     Raises:
-        JSONLineError: a line that is not valid JSON, or valid JSON that is not an object.
+        JSONLineError: a line that is not valid JSON (a key twice in one object included: JSON would keep the last
+            without a word), nested too deeply or holding an integer too long to read, or valid JSON that is not an
+            object.
     """
     for line_no, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = json.loads(line, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as error:
             raise JSONLineError(line_no, f"not valid JSON ({error.msg})") from None
+        except _DuplicateKey as error:  # {"gold": "2", ..., "gold": "3"}: json keeps the last one without a word
+            raise JSONLineError(line_no, f"the key {error.args[0]!r} appears twice in one object") from None
         except RecursionError:  # [[[[...]]]] thousands deep: the parser's recursion, not a traceback
             raise JSONLineError(line_no, "JSON nested too deeply to read") from None
+        except ValueError as error:  # an integer of over 4,300 digits (Python's limit on int from text)
+            raise JSONLineError(line_no, f"not readable JSON ({str(error).split(';')[0]})") from None
         if not isinstance(value, dict):
             raise JSONLineError(line_no, f"expected a JSON object, got {type(value).__name__}")
         yield line_no, value

@@ -30,6 +30,7 @@ from typing import Optional
 import torch
 
 from cpmobius.config import ConfigError
+from cpmobius.eval.records import plain_answer
 from cpmobius.grading import check_batch, grade_batch
 from cpmobius.jsonl import JSONLineError, read_json_lines
 from cpmobius.policy_api import TrainedPolicy
@@ -80,11 +81,11 @@ def load_validation_set(settings: ValidationSettings) -> ValidationSet:
     """The configured validation set.
 
     ``dataset`` is a world (`cpmobius.worlds`: "toy", synthetic arithmetic), a benchmark name found as
-    ``{data_dir}/eval/{name}/{name}.jsonl``, or a path to a JSONL file with ``problem`` and
-    ``answer`` fields (and optionally ``id``).
+    ``{data_dir}/eval/{name}/{name}.jsonl``, or a path to a JSONL file with ``problem`` (a non-empty string) and
+    ``answer`` (text or a finite number) fields, and optionally ``id`` (text or a whole number, each once).
 
     Raises:
-        ConfigError: naming ``validation.dataset`` when the file is missing or malformed.
+        ConfigError: naming ``validation.dataset`` and the file's line when the file is missing or malformed.
     """
     world = world_of(settings.dataset)
     if world is not None:
@@ -101,12 +102,24 @@ def load_validation_set(settings: ValidationSettings) -> ValidationSet:
         rows = read_json_lines(path)
     except JSONLineError as error:
         raise ConfigError(f"validation.dataset: {path}:{error.line_no}: {error.reason}") from error
+    first_line: dict[str, int] = {}
     for line_no, row in rows:
-        if row.get("problem") is None or row.get("answer") is None:
-            raise ConfigError(f"validation.dataset: {path}:{line_no}: needs 'problem' and 'answer'")
-        ids.append(str(row.get("id", f"{path.stem}-{len(problems)}")))
-        problems.append(str(row["problem"]))
-        answers.append(str(row["answer"]))
+        where = f"validation.dataset: {path}:{line_no}"
+        problem, answer, row_id = row.get("problem"), row.get("answer"), row.get("id", f"{path.stem}-{len(problems)}")
+        if not isinstance(problem, str) or not problem.strip():  # {"text": ...} was read as its Python repr
+            raise ConfigError(f"{where}: needs 'problem', a non-empty string, got {problem!r:.60}")
+        if isinstance(answer, bool) or not isinstance(answer, (str, int, float)) or not str(answer).strip():
+            raise ConfigError(f"{where}: needs 'answer', text or a number, got {answer!r:.60}")
+        if isinstance(answer, float) and not math.isfinite(answer):
+            raise ConfigError(f"{where}: 'answer' must be a finite number, got {answer!r}")
+        if isinstance(row_id, bool) or not isinstance(row_id, (str, int)):
+            raise ConfigError(f"{where}: 'id' must be text or a whole number, got {row_id!r:.60}")
+        if str(row_id) in first_line:  # two answers under one id: the per-problem figures would merge them
+            raise ConfigError(f"{where}: id {str(row_id)!r} already on line {first_line[str(row_id)]}")
+        first_line[str(row_id)] = line_no
+        ids.append(str(row_id))
+        problems.append(problem)
+        answers.append(answer if isinstance(answer, str) else plain_answer(answer))  # 4.0 -> "4", as benchmark files
     if not problems:
         raise ConfigError(f"validation.dataset: {path} holds no problems")
     if settings.size is not None:

@@ -6,6 +6,7 @@ A crash that cut a completions file inside a character is resumed from, not a de
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,50 @@ def test_resuming_a_completions_file_cut_inside_a_character_drops_the_cut_line(t
     path.write_bytes(whole.encode() + b"\n" + cut[: cut.index("é".encode()) + 1])  # one byte of the two
     kept = _load_existing(path, {"amc": {"p0": 1}})
     assert [rec["problem_id"] for rec in kept["amc"]] == ["p0"]
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ({"problem": {"text": "What is 1+1?"}, "answer": "2"}, "needs 'problem', a non-empty string"),
+        ({"problem": "  ", "answer": "2"}, "needs 'problem', a non-empty string"),
+        ({"problem": "What is 1+1?", "answer": [2]}, "needs 'answer', text or a number"),
+        ({"problem": "What is 1+1?", "answer": True}, "needs 'answer', text or a number"),
+        ({"problem": "What is 1+1?", "answer": float("inf")}, "'answer' must be a finite number"),
+        ({"id": "p0", "problem": "What is 1+1?", "answer": "2"}, "id 'p0' already on line 1"),
+    ],
+)
+def test_a_validation_row_of_the_wrong_shape_is_named_not_read_as_its_text(tmp_path, line, says):
+    path = _write(tmp_path / "val.jsonl", json.dumps(line).encode())
+    with pytest.raises(ConfigError, match=f"{path}:2: {re.escape(says)}"):
+        _validation(path)
+
+
+def test_validation_numbers_are_read_as_the_benchmarks_answers_are(tmp_path):
+    path = tmp_path / "val.jsonl"
+    path.write_text("\n".join(json.dumps({"problem": f"p{i}", "answer": a}) for i, a in enumerate([4.0, 7, "x"])))
+    assert load_validation_set(ValidationSettings(dataset=str(path))).answers == ["4", "7", "x"]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('{"gold": "2", "response": "\\\\boxed{2}", "gold": "3"}', "the key 'gold' appears twice"),
+        ('{"gold": ' + "9" * 5000 + ', "response": "x"}', "not readable JSON"),
+    ],
+    ids=["duplicate key", "5000-digit integer"],
+)
+def test_a_line_json_would_read_silently_or_not_at_all_is_named(text, says):
+    from cpmobius.jsonl import JSONLineError, json_objects
+
+    with pytest.raises(JSONLineError, match=says):
+        list(json_objects([text]))
+
+
+@pytest.mark.parametrize("answer", [True, {"value": "6"}, float("inf"), [5, float("inf")]])
+def test_a_benchmark_gold_answer_that_is_not_text_or_a_finite_number_is_named(tmp_path, answer):
+    row = {"id": "p0", "problem": "What is 2 + 3?", "answer": answer}
+    path = tmp_path / "amc.jsonl"
+    path.write_text(json.dumps(row))
+    with pytest.raises(ValueError, match=f"{path}:1: a gold answer is text or a finite number"):
+        _benchmark(path)

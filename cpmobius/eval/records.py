@@ -87,11 +87,19 @@ def _blank(value: Any) -> bool:
 def _check_gold(name: str, where: str, field_name: str, value: Any) -> None:
     """Refuse a missing gold answer (it would be scored as a grading error, lowering the model's score).
 
+    A gold answer is text or a finite number, or a list of them (released copies).
+
     Raises:
         ValueError: naming the benchmark, the file and line (`where`) and the field.
     """
     if _blank(value):
         raise ValueError(f"benchmark {name!r}: {where}: empty gold answer ({field_name} is {value!r})")
+    for item in _as_list(value):  # JSON's true, {"value": 6} or Infinity would be graded as the text "True", ...
+        item = _jsonable(item)
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)) or item in (math.inf, -math.inf):
+            raise ValueError(
+                f"benchmark {name!r}: {where}: a gold answer is text or a finite number ({field_name} is {item!r:.60})"
+            )
 
 
 def _record_row(name: str, where: str, i: int, n_rows: int, rec: Mapping[str, Any]) -> tuple[dict[str, Any], Any, bool]:
