@@ -244,13 +244,18 @@ def main(cfg: DictConfig) -> None:
     checkpoints (`DiskSpaceError`) or no intact checkpoint to resume (`CheckpointCorruptError`), exit 2;
     an NVIDIA driver too old for torch's CUDA build, Ray not starting, a failed checkpoint save or a full disk
     while writing metrics or the problem archive, exit 1."""
+    from omegaconf.errors import OmegaConfBaseException
+
     from cpmobius.config import ConfigError
     from cpmobius.config.unread_keys import check_unread_keys
 
     _restore_hydra_full_error()
     try:
-        check_unread_keys(list(HydraConfig.get().overrides.task), cfg)
-        settings = load_settings(cfg)  # the method's values, checked before verl, Ray or torch is imported
+        try:
+            check_unread_keys(_task_overrides(), cfg)
+            settings = load_settings(cfg)  # the method's values, checked before verl, Ray or torch is imported
+        except OmegaConfBaseException as error:  # an interpolation that does not resolve
+            raise ConfigError.from_omegaconf(error) from error
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
@@ -258,7 +263,7 @@ def main(cfg: DictConfig) -> None:
     from cpmobius.methods import check_method_overrides
 
     try:
-        check_method_overrides(list(HydraConfig.get().overrides.task), settings)
+        check_method_overrides(_task_overrides(), settings)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
@@ -293,30 +298,44 @@ def print_validated_config(argv: list[str]) -> int:
     """
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     from cpmobius.config import ConfigError, compose_config
-    from cpmobius.config.known_keys import check_override_keys, describe_hydra_error
+    from cpmobius.config.known_keys import check_override_keys, check_section_values, describe_hydra_error
     from cpmobius.config.unread_keys import check_unread_keys
     from cpmobius.methods import check_method_overrides, check_settings
     from cpmobius.usage import overrides_from_argv
 
     overrides = overrides_from_argv(argv)
     try:
+        check_section_values(overrides)
         try:
             cfg = compose_config(overrides)
         except HydraException as error:
             check_override_keys(overrides)  # names an unknown key and the nearest valid one
             raise ConfigError(describe_hydra_error(error, overrides)) from error
         check_override_keys(overrides)
-        check_unread_keys(overrides, cfg)
-        settings = check_settings(load_settings(cfg))
-        check_method_overrides(overrides, settings)
-        build_policy_configs(cfg)
+        try:
+            check_unread_keys(overrides, cfg)
+            settings = check_settings(load_settings(cfg))
+            check_method_overrides(overrides, settings)
+            build_policy_configs(cfg)
+            text = OmegaConf.to_yaml(cfg, resolve=True)
+        except OmegaConfBaseException as error:  # an interpolation that does not resolve
+            raise ConfigError.from_omegaconf(error) from error
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2
-    print(OmegaConf.to_yaml(cfg, resolve=True))
+    print(text)
     return 0
+
+
+def _task_overrides() -> list[str]:
+    """The command line's overrides as typed, from Hydra's record of the task (``seed=${oc.env:X}`` stays a string:
+    read through OmegaConf, the record's own strings would be resolved as interpolations)."""
+    from omegaconf import OmegaConf
+
+    return list(OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False))
 
 
 def _restore_hydra_full_error() -> None:
@@ -358,7 +377,7 @@ def _dispatch(argv: list[str]) -> int:
     from hydra.errors import HydraException
 
     from cpmobius.config import ConfigError
-    from cpmobius.config.known_keys import check_override_keys, describe_hydra_error
+    from cpmobius.config.known_keys import check_override_keys, check_section_values, describe_hydra_error
     from cpmobius.engine.run_folders import check_run_folders
     from cpmobius.usage import overrides_from_argv, short_help
 
@@ -375,6 +394,7 @@ def _dispatch(argv: list[str]) -> int:
             print(f"config error: {error}", file=sys.stderr)
             return 2
     try:
+        check_section_values(overrides)  # experiment=null stops Hydra itself with a ValueError
         check_run_folders(overrides)  # Hydra makes its log folder in the run folder before any check of ours
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)

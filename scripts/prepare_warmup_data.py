@@ -99,7 +99,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             total=total,
             progress=not args.quiet,
         )
-    except (FileNotFoundError, ValueError) as error:  # NotEnoughProblemsError is a ValueError
+    except (OSError, ValueError) as error:  # a missing or unreadable file; NotEnoughProblemsError is a ValueError
         print(f"prepare_warmup_data: error: {error}", file=sys.stderr)
         return 2
     sha256 = wd.write_parquet(sft_rows, out)

@@ -41,6 +41,15 @@ PLATFORMS = ("cpu", "nvidia", "amd", "huawei")
 class ConfigError(ValueError):
     """A config value is wrong; the message names the key."""
 
+    @classmethod
+    def from_omegaconf(cls, error: Exception) -> "ConfigError":
+        """OmegaConf's error (an interpolation that does not resolve: ``seed=${oc.env:UNSET}``, a missing key) as
+        one line naming its key, instead of its multi-line traceback."""
+        from cpmobius.error_text import first_line
+
+        key = getattr(error, "full_key", None)
+        return cls(f"{key}: {first_line(error)}" if key else first_line(error))
+
 
 def verl_config_dir() -> Optional[Path]:
     """The installed verl's ``trainer/config`` folder, found without importing verl (None: not installed)."""

@@ -224,6 +224,35 @@ def check_override_keys(overrides: list[str], compose: Optional[Callable[[list[s
                 raise ConfigError(reason)
 
 
+def check_section_values(overrides: list[str]) -> None:
+    """Refuse a config group chosen as ``null`` and a section of the config given a plain value.
+
+    ``experiment=null`` stopped Hydra with a ValueError traceback, and ``trainer=null`` or
+    ``coach.verl.rollout=null`` composed, then failed as a TypeError or AttributeError deep in a check.
+
+    Raises:
+        ConfigError: naming the key, with the options of a group or the way to set a section's keys.
+    """
+    from cpmobius.config import MAIN_CONFIG
+
+    groups = config_groups()
+    for override in parse_overrides(overrides):
+        if override.is_delete() or override.is_sweep_override():
+            continue
+        key, value = override.key_or_group, override.value()
+        if key in groups and value is None:
+            options = ", ".join(groups[key])
+            raise ConfigError(
+                f"{key}: null is not an option; leave {key}= out for the default, or pick one of {options}"
+            )
+        if is_group_override(override) or isinstance(value, dict):
+            continue
+        node = OmegaConf.select(MAIN_CONFIG, key, default=None, throw_on_resolution_failure=False)
+        if OmegaConf.is_dict(node):
+            typed = override.input_line.split("=", 1)[1]
+            raise ConfigError(f"{key}: a section of the config: set its keys ({key}.<key>=<value>), not {typed}")
+
+
 def override_as_typed(reference: DictConfig, key: str, value: str) -> str:
     """The override that sets ``key`` to ``value`` (as typed) on this command line: ``key=value`` when the
     composed config has the key, else ``++key=value`` (a verl key a policy delta does not list; Hydra rejects

@@ -53,6 +53,11 @@ CLI_CASES = [
     # verl keys the loop does not read (its own GRPO, a shared key both policies set for themselves)
     ("algorithm.adv_estimator=rloo", r"algorithm\.adv_estimator"),
     ("actor_rollout_ref.rollout.temperature=0.7", r"actor_rollout_ref\.rollout\.temperature"),
+    # an interpolation that does not resolve, a group chosen as null, a section given a value: tracebacks before
+    ("seed=${oc.env:CPMOBIUS_NOT_SET_ANYWHERE}", "seed"),
+    ("experiment=null", "experiment"),
+    ("trainer=null", "trainer"),
+    ("coach.verl.rollout=null", r"coach\.verl\.rollout"),
     # the run folder, and Hydra's log folder inside it (created before any check of ours used to run)
     ("trainer.default_local_dir=/proc/no/such/run", "trainer.default_local_dir"),
     ("hydra.run.dir=/proc/no/such/logs", "hydra.run.dir"),
