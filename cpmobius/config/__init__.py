@@ -116,7 +116,10 @@ def validate_run_config(cfg: DictConfig) -> None:
     if "trainer" in cfg:
         trainer = cfg.trainer
         try:
-            OmegaConf.select(cfg, "trainer.experiment_name")  # `run_name` resolves it
+            for key in ("trainer.experiment_name", "trainer.default_local_dir"):  # `run_name` resolves the name
+                value = OmegaConf.select(cfg, key, default="absent")
+                if value is None or (isinstance(value, str) and not value.strip()):  # a run folder named "None"
+                    raise ConfigError(f"{key}: must name the run (a folder name), got {value!r}")
         except InterpolationResolutionError as error:
             cause: BaseException | None = error  # OmegaConf chains the resolver's error as a context, not a cause
             while cause is not None and not isinstance(cause, PresetMethodError):

@@ -85,6 +85,8 @@ VALUE_CASES = [
     ("player.verl.rollout.temperature=null", r"player\.verl\.rollout\.temperature"),
     ("coach.verl.actor.kl_loss_coef=null", r"coach\.verl\.actor\.kl_loss_coef"),
     ("backend.platform=tpu", r"backend\.platform"),
+    ("trainer.experiment_name=null", r"trainer\.experiment_name"),
+    ("trainer.default_local_dir=null", r"trainer\.default_local_dir"),
     # a whole group set to a value: a traceback from OmegaConf before
     ("filter=null", "filter"),
     ("validation=3", "validation"),
