@@ -302,6 +302,10 @@ def describe_hydra_error(error: BaseException, overrides: list[str]) -> str:
             hint = f"did you mean {override.key_or_group}={near}? " if near else ""  # the override to type
             return f"{override.key_or_group}={value}: no such option ({hint}options: {', '.join(options)})"
     first = next((line for line in text.splitlines() if line.strip()), type(error).__name__)
+    if first.startswith("Ambiguous value for argument"):  # a comma in an unquoted value reads as a sweep
+        line = first.split("'", 1)[1].rstrip("'") if "'" in first else ""
+        key, _, typed = line.partition("=")
+        return f"{key}: a value with a comma reads as a list of runs; quote it: '{key}=\"{typed}\"'"
     for override in parse_overrides(overrides):
         key, typed = override.key_or_group, override.input_line.partition("=")[2]
         if f"Could not override '{key}'" in first:  # a valid key (verl's) the composed tree does not list

@@ -58,6 +58,7 @@ CLI_CASES = [
     ("experiment=null", "experiment"),
     ("trainer=null", "trainer"),
     ("coach.verl.rollout=null", r"coach\.verl\.rollout"),
+    ("coach.instruction=Write a problem, then stop", r"coach\.instruction"),  # unquoted comma: a sweep to Hydra
     # the run folder, and Hydra's log folder inside it (created before any check of ours used to run)
     ("trainer.default_local_dir=/proc/no/such/run", "trainer.default_local_dir"),
     ("hydra.run.dir=/proc/no/such/logs", "hydra.run.dir"),
