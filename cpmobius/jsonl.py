@@ -73,6 +73,8 @@ def decode_lines(raw: bytes) -> list[str]:
         JSONLineError: the bytes are not UTF-8 (UTF-16, Latin-1): the line of the first bad byte, and the byte.
     """
     raw = raw.removeprefix(b"\xef\xbb\xbf")
+    if raw.startswith(b"\x1f\x8b"):  # gzip's magic number: a compressed file under a plain name
+        raise JSONLineError(1, "gzip-compressed bytes, not text (a .gz file under another name?)")
     try:
         return raw.decode("utf-8").split("\n")
     except UnicodeDecodeError as error:

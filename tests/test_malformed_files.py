@@ -153,3 +153,12 @@ def test_a_benchmark_gold_answer_that_is_not_text_or_a_finite_number_is_named(tm
     path.write_text(json.dumps(row))
     with pytest.raises(ValueError, match=f"{path}:1: a gold answer is text or a finite number"):
         _benchmark(path)
+
+
+def test_a_gzip_file_under_a_plain_name_is_named_as_such(tmp_path):
+    import gzip
+
+    path = tmp_path / "completions.jsonl"
+    path.write_bytes(gzip.compress(json.dumps(GOOD).encode()))
+    with pytest.raises(ValueError, match=f"{path}:1: gzip-compressed bytes"):
+        read_completions(path)
