@@ -128,11 +128,9 @@ class Warmup:
             self.process = None
             if returncode != 0 or not tracker.is_file():
                 raise RuntimeError(f"Coach warm-up failed (exit {returncode}); see {self.output / 'sft.log'}")
-        from cpmobius.checkpoint import parse_step
-
         text = tracker.read_text(errors="replace").strip()
-        hf_dir = self.output / f"global_step_{parse_step(text)}" / "huggingface"
-        if parse_step(text) is None or not hf_dir.is_dir():  # an empty or cut tracker: not the step-None folder
+        hf_dir = self.output / f"global_step_{_tracker_step(text)}" / "huggingface"
+        if _tracker_step(text) is None or not hf_dir.is_dir():  # an empty or cut tracker: not the step-None folder
             raise RuntimeError(f"Coach warm-up: {tracker} names no saved step ({text[:40]!r}); see {self.output}")
         write_standard_attention(hf_dir)  # the Coach's start model, readable by any process
         if ran and self.cache is not None:
@@ -245,16 +243,21 @@ def record_key(record: dict) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _tracker_step(text: str) -> Optional[str]:
+    """The step verl's SFT tracker names (``str(N)``: ASCII digits, no leading zero), else None (empty, cut short)."""
+    if text.isascii() and text.isdigit() and len(text) <= 18 and (text == "0" or not text.startswith("0")):
+        return text
+    return None
+
+
 def stored_warmup_matches(folder: Path, record: dict) -> bool:
     """Whether ``folder`` holds a whole stored warm-up (`store_warmup`) made from ``record``."""
     import json
 
-    from cpmobius.checkpoint import parse_step
-
     marker = folder / "cpmobius_warmup.json"
     tracker = folder / "latest_checkpointed_iteration.txt"
     try:
-        step = parse_step(tracker.read_text(errors="replace").strip())
+        step = _tracker_step(tracker.read_text(errors="replace").strip())
         same = json.loads(marker.read_text()) == record
     except (OSError, ValueError):  # absent, unreadable or cut short: done again
         return False
