@@ -162,3 +162,8 @@ def test_a_gzip_file_under_a_plain_name_is_named_as_such(tmp_path):
     path.write_bytes(gzip.compress(json.dumps(GOOD).encode()))
     with pytest.raises(ValueError, match=f"{path}:1: gzip-compressed bytes"):
         read_completions(path)
+
+
+def test_a_folder_given_as_a_benchmark_file_is_named_as_a_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path} is a folder; give the .jsonl"):
+        load_benchmark("amc", path=tmp_path)

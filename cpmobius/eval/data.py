@@ -267,6 +267,8 @@ def load_benchmark(
             candidates = [folder / f"{name}.jsonl", folder / f"{name}.parquet"]
             path = next((p for p in candidates if p.is_file()), candidates[0])
         path = Path(path)
+        if path.is_dir():  # given where a file belongs: the fetch hint below would not apply
+            raise FileNotFoundError(f"benchmark {name!r}: {path} is a folder; give the .jsonl or .parquet file in it")
         if not path.is_file():
             read_from = shlex.quote(
                 str(data_dir if data_dir is not None else local_data_dir())
