@@ -7,24 +7,45 @@
 # runs the GPU tests and prints their tables, a peak-memory line and a summary. Logs go to $OUT.
 #   call k (k < N):  carry [.vllm_parts/partNN]  mkdir -p /root/vllm_parts && mv .vllm_parts/partNN /root/vllm_parts/
 #   call N-1:        carry [.whl, .vllm_extras]  bash scripts/device/vllm_check.sh --install-only
-#   call N:          carry [.vllm_parts/<last>, .vllm_parts/SHA256SUM, .vllm_parts/install_vllm.sh]
+#   call N:          carry [.vllm_parts/<last>, .vllm_parts/SHA256SUM, .vllm_parts/install_vllm.sh, .whlb]
 #                                               bash scripts/device/vllm_check.sh
+# (`.whl` and `.whlb`: the bundle split in two so that each fits a call beside the tree; see real_model_run.sh.)
 # Start each call as soon as the previous one returns: an idle machine goes back after 30 s.
 # TESTS (default: the vLLM tests, then the GPU warm-up and evaluation tests; pytest node ids allowed)
 # and PER_TEST_S (default 400) may be set; a call may run for at most 10 minutes, so split them.
+# A fresh machine needs more than that for one test (tests/engine/test_vllm_gpu.py: the toy models' pretraining
+# about 2 min, each vLLM server about 1 min to start): `--background` starts the same checks detached (setsid,
+# so they outlive the call) and returns; `--poll [SECONDS]` (default 540) waits up to SECONDS, copying the logs
+# into $OUT, and prints `checks done` with the summary once they end.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 OUT=${OUT:-/tmp/cpmobius_gpu_out}; mkdir -p "$OUT"
 
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "wheel bundle install failed"; exit 3; }
-  echo "verl/ray bundle installed into /tmp/site"
-fi
+for bundle in .whl .whlb; do
+  if [ -d $bundle ] && ls $bundle/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      $bundle/*.whl || { echo "wheel bundle install failed ($bundle)"; exit 3; }
+    echo "wheel bundle $bundle installed into /tmp/site"
+  fi
+done
 if [ -d .vllm_extras ] && ls .vllm_extras/*.whl >/dev/null 2>&1; then
   mkdir -p /tmp/vllm_extras && cp .vllm_extras/*.whl /tmp/vllm_extras/ && echo "vLLM server extras staged"
 fi
 [ "${1:-}" = "--install-only" ] && exit 0
+DETACHED=/root/vllm_check
+if [ "${1:-}" = "--poll" ]; then
+  deadline=$(( $(date +%s) + ${2:-540} ))
+  while [ ! -f $DETACHED/done ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 10; done
+  cp $DETACHED/out/* "$OUT"/ 2>/dev/null
+  if [ -f $DETACHED/done ]; then echo "checks done"; tail -60 $DETACHED/summary.log; exit "$(cat $DETACHED/done)"; fi
+  echo "still running:"; tail -5 $DETACHED/summary.log; exit 0
+fi
+if [ "${1:-}" = "--background" ]; then
+  rm -rf $DETACHED && mkdir -p $DETACHED/out
+  OUT=$DETACHED/out setsid nohup bash -c "bash '$0' > $DETACHED/summary.log 2>&1; echo \$? > $DETACHED/done" \
+    < /dev/null > /dev/null 2>&1 &
+  echo "checks started in the background: bash $0 --poll [SECONDS]"; exit 0
+fi
 [ -d /tmp/site/verl ] || { echo "no verl in /tmp/site: carry .whl in an earlier call of this burst"; exit 3; }
 export PYTHONPATH=/tmp/site:$PWD
 if [ ! -f /tmp/vsite.env ]; then
