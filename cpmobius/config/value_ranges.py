@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import typing
 from typing import Any, Optional
 
@@ -68,7 +69,24 @@ def policy_key(prefix: str, path: str) -> str:
 _SCALARS = (bool, int, float, str)
 
 
-def field_type_problem(instance: Any, path: str, prefix: str = "actor_rollout_ref") -> Optional[str]:
+_INTERPOLATED_KEY = re.compile(r"^\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)[,}]")
+
+
+def followed_key(raw: Any, path: str) -> Optional[str]:
+    """The key that ``path`` of an unresolved config (``OmegaConf.to_container(..., resolve=False)``) copies by
+    interpolation, such as verl's ``actor.rollout_n: ${oc.select:actor_rollout_ref.rollout.n,1}``; None when the
+    value there is set itself."""
+    for part in path.split("."):
+        if not isinstance(raw, dict) or part not in raw:
+            return None
+        raw = raw[part]
+    match = _INTERPOLATED_KEY.match(raw) if isinstance(raw, str) else None
+    return match.group(1) if match else None
+
+
+def field_type_problem(
+    instance: Any, path: str, prefix: str = "actor_rollout_ref", raw: Optional[dict] = None
+) -> Optional[str]:
     """Whether each scalar field of a verl config dataclass instance (nested ones too) holds its annotated type.
 
     Args:
@@ -76,6 +94,8 @@ def field_type_problem(instance: Any, path: str, prefix: str = "actor_rollout_re
             ``RolloutConfig``).
         path: its path under ``actor_rollout_ref`` ("actor", "rollout").
         prefix: the policy's config path ("player.verl"), or "actor_rollout_ref".
+        raw: the policy's ``actor_rollout_ref`` unresolved, as a dict: a wrong value that a field copies from
+            another key (verl's ``actor.rollout_n`` follows ``rollout.n``) is then named with the key it came from.
 
     Returns:
         ``"<key>: expected float, got 'fast'"``, or None. A None value passes where the field is Optional or verl's
@@ -89,7 +109,7 @@ def field_type_problem(instance: Any, path: str, prefix: str = "actor_rollout_re
         value, hint = getattr(instance, item.name), hints.get(item.name)
         where = f"{path}.{item.name}"
         if dataclasses.is_dataclass(value):
-            problem = field_type_problem(value, where, prefix)
+            problem = field_type_problem(value, where, prefix, raw)
             if problem:
                 return problem
             continue
@@ -110,7 +130,9 @@ def field_type_problem(instance: Any, path: str, prefix: str = "actor_rollout_re
         else:
             ok = isinstance(value, base)
         if not ok:
-            return f"{policy_key(prefix, where)}: expected {base.__name__}, got {value!r}"
+            source = followed_key(raw, where)
+            came_from = f" (copied from {source}: set that one)" if source else ""
+            return f"{policy_key(prefix, where)}: expected {base.__name__}, got {value!r}{came_from}"
     return None
 
 

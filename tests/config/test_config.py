@@ -124,6 +124,18 @@ def test_validate_rejects_hf_with_tensor_parallel():
         validate_policy_config(pcfg, "player")
 
 
+def test_a_wrong_value_that_verl_copies_into_another_key_names_the_key_the_user_set():
+    """verl's ``actor.rollout_n`` copies ``rollout.n`` by interpolation: ``actor_rollout_ref.rollout.n=1.0`` was
+    refused as ``actor.rollout_n`` alone, a key the user never wrote."""
+    with pytest.raises(ConfigError) as refused:
+        build_policy_configs(compose_config(["actor_rollout_ref.rollout.n=1.0"]))
+    assert "rollout_n" in str(refused.value) and "expected int, got 1.0" in str(refused.value)
+    assert str(refused.value).endswith("(copied from actor_rollout_ref.rollout.n: set that one)")
+    with pytest.raises(ConfigError) as refused:  # a value set itself: no source to name
+        build_policy_configs(compose_config(["actor_rollout_ref.actor.optim.lr=fast"]))
+    assert "copied from" not in str(refused.value) and "expected float, got 'fast'" in str(refused.value)
+
+
 @pytest.mark.parametrize(
     ("preset", "reward", "rollback"),
     [("paper_qwen_1p5b", "paper", False), ("released_qwen_1p5b", "released_uniform", True)],
