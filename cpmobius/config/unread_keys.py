@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from cpmobius.config import ConfigError
 from cpmobius.config.known_keys import POLICY_BASE, POLICY_DELTAS, is_group_override, parse_overrides
+from cpmobius.config.value_ranges import written_value
 
 NO_DATALOADER = "the loop has no dataloader: the Coach writes the problems (TTRL, RENT: the validation set's); "
 REWARDS = "the loop computes its own rewards (pseudo-labels, Δt; a baseline's under method.*), not verl's "
@@ -100,15 +101,6 @@ UNUSED: dict[str, str] = {
 }
 
 
-def _raw(cfg: DictConfig, key: str) -> tuple[bool, Any]:
-    """(found, the value as written: an interpolation stays ``${...}``) of the dotted ``key`` in ``cfg``."""
-    parent_key, _, leaf = key.rpartition(".")
-    parent = OmegaConf.select(cfg, parent_key, default=None, throw_on_resolution_failure=False)
-    if not OmegaConf.is_dict(parent) or leaf not in parent:
-        return False, None
-    return True, parent._get_node(leaf)._value()
-
-
 def _shared_key(key: str) -> str:
     """``coach.verl.<path>`` and ``player.verl.<path>`` as the shared ``actor_rollout_ref.<path>``; others as given."""
     for delta in POLICY_DELTAS:
@@ -153,7 +145,7 @@ def _shadowing_deltas(cfg: DictConfig, key: str, value: Any) -> Optional[list[st
     path = key[len(POLICY_BASE) + 1 :]
     own, same = [], True
     for delta in POLICY_DELTAS:
-        found, raw = _raw(cfg, f"{delta}.{path}")
+        found, raw = written_value(cfg, f"{delta}.{path}")
         if not found or raw == f"${{{key}}}":  # absent, or it follows the shared key
             return None
         theirs = _resolved(cfg, f"{delta}.{path}", raw)

@@ -72,20 +72,25 @@ _SCALARS = (bool, int, float, str)
 _INTERPOLATED_KEY = re.compile(r"^\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)[,}]")
 
 
-def followed_key(raw: Any, path: str) -> Optional[str]:
-    """The key that ``path`` of an unresolved config (``OmegaConf.to_container(..., resolve=False)``) copies by
-    interpolation, such as verl's ``actor.rollout_n: ${oc.select:actor_rollout_ref.rollout.n,1}``; None when the
-    value there is set itself."""
-    for part in path.split("."):
-        if not isinstance(raw, dict) or part not in raw:
-            return None
-        raw = raw[part]
-    match = _INTERPOLATED_KEY.match(raw) if isinstance(raw, str) else None
+def written_value(cfg: DictConfig, key: str) -> tuple[bool, Any]:
+    """(found, the value as written: an interpolation stays ``${...}``) of the dotted ``key`` in ``cfg``."""
+    parent_key, _, leaf = key.rpartition(".")
+    parent = OmegaConf.select(cfg, parent_key, default=None, throw_on_resolution_failure=False)
+    if not OmegaConf.is_dict(parent) or leaf not in parent:
+        return False, None
+    return True, parent._get_node(leaf)._value()
+
+
+def followed_key(cfg: DictConfig, key: str) -> Optional[str]:
+    """The key that ``key`` of the composed ``cfg`` copies by interpolation, such as verl's
+    ``actor_rollout_ref.actor.rollout_n: ${oc.select:actor_rollout_ref.rollout.n,1}``; None when it is set itself."""
+    _, value = written_value(cfg, key)
+    match = _INTERPOLATED_KEY.match(value) if isinstance(value, str) else None
     return match.group(1) if match else None
 
 
 def field_type_problem(
-    instance: Any, path: str, prefix: str = "actor_rollout_ref", raw: Optional[dict] = None
+    instance: Any, path: str, prefix: str = "actor_rollout_ref", cfg: Optional[DictConfig] = None
 ) -> Optional[str]:
     """Whether each scalar field of a verl config dataclass instance (nested ones too) holds its annotated type.
 
@@ -94,8 +99,9 @@ def field_type_problem(
             ``RolloutConfig``).
         path: its path under ``actor_rollout_ref`` ("actor", "rollout").
         prefix: the policy's config path ("player.verl"), or "actor_rollout_ref".
-        raw: the policy's ``actor_rollout_ref`` unresolved, as a dict: a wrong value that a field copies from
-            another key (verl's ``actor.rollout_n`` follows ``rollout.n``) is then named with the key it came from.
+        cfg: the run's composed config, unresolved: a wrong value that a field copies from another key of the
+            shared ``actor_rollout_ref`` (verl's ``actor.rollout_n`` follows ``rollout.n``) is then named with the
+            key it came from.
 
     Returns:
         ``"<key>: expected float, got 'fast'"``, or None. A None value passes where the field is Optional or verl's
@@ -109,7 +115,7 @@ def field_type_problem(
         value, hint = getattr(instance, item.name), hints.get(item.name)
         where = f"{path}.{item.name}"
         if dataclasses.is_dataclass(value):
-            problem = field_type_problem(value, where, prefix, raw)
+            problem = field_type_problem(value, where, prefix, cfg)
             if problem:
                 return problem
             continue
@@ -130,7 +136,7 @@ def field_type_problem(
         else:
             ok = isinstance(value, base)
         if not ok:
-            source = followed_key(raw, where)
+            source = followed_key(cfg, f"actor_rollout_ref.{where}") if cfg is not None else None
             came_from = f" (copied from {source}: set that one)" if source else ""
             return f"{policy_key(prefix, where)}: expected {base.__name__}, got {value!r}{came_from}"
     return None

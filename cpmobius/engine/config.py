@@ -78,12 +78,12 @@ def check_context_fits(pcfg: DictConfig, name: str = "") -> None:
         raise ConfigError(problem)
 
 
-def validate_policy_config(pcfg: DictConfig, name: str = "", raw: Optional[dict] = None) -> None:
+def validate_policy_config(pcfg: DictConfig, name: str = "", cfg: Optional[DictConfig] = None) -> None:
     """Build verl's dataclasses for the policy's actor, reference and rollout (their checks run).
 
-    ``raw``: the run's shared ``actor_rollout_ref`` unresolved (a dict), where verl's copies of one key into
-    another live (``actor.rollout_n: ${oc.select:actor_rollout_ref.rollout.n,1}``): a wrong value is then
-    named with the key the user set, not only the key that copies it.
+    ``cfg``: the run's composed config (``pcfg`` is resolved), where verl's copies of one key into another live
+    (``actor.rollout_n: ${oc.select:actor_rollout_ref.rollout.n,1}``): a wrong value is then named with the key
+    the user set, not only the key that copies it.
 
     Also checks the run's ``trainer``/``data`` keys (`validate_run_config`), and what verl only
     checks inside a worker: micro-batch sizes when dynamic batch size is off, positive prompt and
@@ -103,7 +103,7 @@ def validate_policy_config(pcfg: DictConfig, name: str = "", raw: Optional[dict]
             built = omega_conf_to_dataclass(arr[part])
         except Exception as error:  # verl raises ValueError/AssertionError/TypeError
             raise ConfigError(f"{prefix}.{part}: {error}") from error
-        problem = field_type_problem(built, part, prefix, raw)  # verl keeps "fast" for a float until a worker fails
+        problem = field_type_problem(built, part, prefix, cfg)  # verl keeps "fast" for a float until a worker fails
         if problem:
             raise ConfigError(problem)
     problem = range_problem(arr, prefix)
@@ -179,9 +179,8 @@ def build_policy_configs(cfg: DictConfig) -> dict[str, DictConfig]:
         ConfigError: naming the first bad key.
     """
     configs = {name: policy_config(cfg, name) for name in POLICY_NAMES}
-    raw = OmegaConf.to_container(cfg.actor_rollout_ref, resolve=False)
     for name, pcfg in configs.items():
-        validate_policy_config(pcfg, name, raw)
+        validate_policy_config(pcfg, name, cfg)
         check_context_fits(pcfg, name)
     return configs
 
