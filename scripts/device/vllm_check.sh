@@ -21,17 +21,8 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 OUT=${OUT:-/tmp/cpmobius_gpu_out}; mkdir -p "$OUT"
 
-for bundle in .whl .whlb; do
-  if [ -d $bundle ] && ls $bundle/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-      $bundle/*.whl || { echo "wheel bundle install failed ($bundle)"; exit 3; }
-    echo "wheel bundle $bundle installed into /tmp/site"
-  fi
-done
-if [ -d .vllm_extras ] && ls .vllm_extras/*.whl >/dev/null 2>&1; then
-  mkdir -p /tmp/vllm_extras && cp .vllm_extras/*.whl /tmp/vllm_extras/ && echo "vLLM server extras staged"
-fi
-[ "${1:-}" = "--install-only" ] && exit 0
+# --poll and --background come first: the detached checks install the bundles themselves, and a poll that
+# reinstalled them would rewrite /tmp/site under the tests that import from it.
 DETACHED=/root/vllm_check
 if [ "${1:-}" = "--poll" ]; then
   deadline=$(( $(date +%s) + ${2:-540} ))
@@ -46,6 +37,17 @@ if [ "${1:-}" = "--background" ]; then
     < /dev/null > /dev/null 2>&1 &
   echo "checks started in the background: bash $0 --poll [SECONDS]"; exit 0
 fi
+for bundle in .whl .whlb; do
+  if [ -d $bundle ] && ls $bundle/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      $bundle/*.whl || { echo "wheel bundle install failed ($bundle)"; exit 3; }
+    echo "wheel bundle $bundle installed into /tmp/site"
+  fi
+done
+if [ -d .vllm_extras ] && ls .vllm_extras/*.whl >/dev/null 2>&1; then
+  mkdir -p /tmp/vllm_extras && cp .vllm_extras/*.whl /tmp/vllm_extras/ && echo "vLLM server extras staged"
+fi
+[ "${1:-}" = "--install-only" ] && exit 0
 [ -d /tmp/site/verl ] || { echo "no verl in /tmp/site: carry .whl in an earlier call of this burst"; exit 3; }
 export PYTHONPATH=/tmp/site:$PWD
 if [ ! -f /tmp/vsite.env ]; then
